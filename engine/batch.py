@@ -1,0 +1,176 @@
+"""A batch: one run per case per variant, each run's trials in their own sandboxes,
+at most `concurrency` at once. Every event goes to the store and to the caller's sink.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import docker
+
+from .config import Config, Variant
+from .events import BatchFinished, BatchStarted, Event, EventSink, TrialFinished
+from .models import BatchSummary, TrialRecord
+from .sandbox.cleanup import owner_alive, owner_id, sweep
+from .sandbox.images import Images
+from .spec import Case, EvalFileError
+from .store import Store
+from .trial import Trial, TrialPlan, utc_now
+
+ENGINE_STOPPED = "engine stopped"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(5)}"
+
+
+def detect_trigger(default: str = "cli") -> str:
+    """`ci` when the CLI runs under a CI environment."""
+    if default == "cli" and any(os.environ.get(v) for v in ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE")):
+        return "ci"
+    return default
+
+
+@dataclass
+class BatchPlan:
+    cases: list[Case]
+    variants: list[Variant]
+    config: Config
+    trials: int | None = None          # overrides each case's trials
+    concurrency: int | None = None     # overrides [defaults] concurrency
+    trigger: str = "api"
+
+
+@dataclass
+class BatchHandle:
+    batch_id: str
+    plans: list[TrialPlan]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    running: dict[str, Trial] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel(self, reason: str = "the batch was interrupted") -> None:
+        self.cancelled.set()
+        with self.lock:
+            for trial in list(self.running.values()):
+                trial.cancel(reason)
+
+
+class Engine:
+    """Runs batches on one Docker daemon and records them in one store."""
+
+    def __init__(self, store: Store, client: docker.DockerClient, owner: str | None = None):
+        self.store = store
+        self.client = client
+        self.owner = owner or owner_id()
+        self.images = Images(client)
+
+    def check_images(self, plan: BatchPlan) -> None:
+        """Referenced images must exist (or be pullable) before anything runs."""
+        for case in plan.cases:
+            image = case.image or plan.config.defaults.image
+            if image is None:
+                raise EvalFileError("no image: set image= here or [defaults] image in proctor.toml",
+                                    case.file, case.line)
+            if isinstance(image, str):
+                try:
+                    self.images.check_reference(image)
+                except Exception as e:  # ImageMissing carries the sentence to print
+                    raise EvalFileError(str(e), case.file, case.line) from None
+
+    def sweep(self) -> list[str]:
+        """Close what a process that is gone left behind: containers, and trials and
+        batches the store still shows as running. Returns the trials closed."""
+        swept = sweep(self.client)
+        closed = set(swept.trials or [])
+        for trial_id, _batch, owner in self.store.unfinished_trials():
+            if trial_id in closed or not owner_alive(owner):
+                closed.add(trial_id)
+        for trial_id in closed:
+            self.store.close_trial_as_infra(trial_id, ENGINE_STOPPED, utc_now())
+        for batch_id, owner in self.store.running_batches():
+            if not owner_alive(owner):
+                self.store.finish_batch(batch_id, "failed", utc_now())
+        self.store.flush()
+        return sorted(closed)
+
+    def plan(self, plan: BatchPlan) -> BatchHandle:
+        batch_id = new_id("b")
+        plans: list[TrialPlan] = []
+        self.store.create_batch(batch_id, plan.trigger, self.owner, utc_now())
+        position = 0
+        for case in plan.cases:
+            for variant in plan.variants:
+                run_id = new_id("r")
+                self.store.create_run(run_id, batch_id, case.id, variant.name, position)
+                position += 1
+                count = plan.trials or case.trials or plan.config.defaults.trials
+                for n in range(1, count + 1):
+                    trial = TrialPlan(case=case, variant=variant, config=plan.config, batch_id=batch_id,
+                                      run_id=run_id, trial_id=new_id("t"), trial=n,
+                                      trigger=plan.trigger, owner=self.owner)
+                    plans.append(trial)
+                    self.store.create_trial(_empty_record(trial), self.owner)
+        return BatchHandle(batch_id, plans)
+
+    def run(self, plan: BatchPlan, handle: BatchHandle, sink: EventSink | None = None) -> BatchSummary:
+        """Run every trial of a planned batch and wait for them."""
+        def emit(event: Event) -> None:
+            self.store.add_event(event)
+            if sink is not None:
+                sink(event)
+
+        emit(BatchStarted(batch_id=handle.batch_id, trigger=plan.trigger,
+                          runs=len({p.run_id for p in handle.plans}), trials=len(handle.plans)))
+        concurrency = plan.concurrency or plan.config.defaults.concurrency
+
+        def run_one(trial_plan: TrialPlan) -> None:
+            if handle.cancelled.is_set():
+                self._skip(trial_plan, emit)
+                return
+            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial)
+            with handle.lock:
+                handle.running[trial_plan.trial_id] = trial
+            if handle.cancelled.is_set():
+                trial.cancel("the batch was interrupted")
+            self.store.mark_trial_running(trial_plan.trial_id, utc_now())
+            try:
+                trial.run()
+            finally:
+                with handle.lock:
+                    handle.running.pop(trial_plan.trial_id, None)
+
+        status = "finished"
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="trial") as pool:
+                for future in [pool.submit(run_one, p) for p in handle.plans]:
+                    future.result()
+        finally:
+            if handle.cancelled.is_set():
+                status = "interrupted"
+            emit(BatchFinished(batch_id=handle.batch_id, status=status))
+            self.store.finish_batch(handle.batch_id, status, utc_now())
+            self.store.flush()
+        summary = self.store.batch_summary(handle.batch_id)
+        assert summary is not None
+        return summary
+
+    def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None]) -> None:
+        record = _empty_record(trial_plan)
+        record.outcome = "skipped"
+        record.finished_at = utc_now()
+        self.store.save_trial(record)
+        emit(TrialFinished(batch_id=trial_plan.batch_id, trial_id=trial_plan.trial_id,
+                           case_id=trial_plan.case.id, variant=trial_plan.variant.name,
+                           trial=trial_plan.trial, outcome="skipped"))
+
+
+def _empty_record(plan: TrialPlan) -> TrialRecord:
+    return TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
+                       case_id=plan.case.id, variant=plan.variant.name, trial=plan.trial,
+                       trigger=plan.trigger, tags=list(plan.case.tags))  # type: ignore[arg-type]

@@ -1,0 +1,136 @@
+"""`proctor.toml`: defaults, variants, the judge and the gateway.
+
+Found next to the eval file or in a parent folder, or given by `--config`.
+A file that is wrong ends in `EvalFileError` naming the file (and line, where
+TOML gives one).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .spec import EvalFileError, parse_duration
+
+CONFIG_NAME = "proctor.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Defaults(_Section):
+    image: str | None = None
+    timeout: float = 15 * 60
+    concurrency: int = Field(default=4, ge=1)
+    trials: int = Field(default=1, ge=1)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        return parse_duration(v)  # type: ignore[arg-type]
+
+
+class Variant(_Section):
+    name: str
+    harness: Literal["command", "mini"] = "command"
+    command: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    max_steps: int = Field(default=30, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", v):
+            raise ValueError("a variant name is 1-64 letters, digits, '_', '.' or '-'")
+        return v
+
+
+class JudgeConfig(_Section):
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    retries: int = Field(default=2, ge=0)
+    timeout: float = 60
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        return parse_duration(v)  # type: ignore[arg-type]
+
+
+class GatewayConfig(_Section):
+    resolve: dict[str, str] = Field(default_factory=dict)
+    trust: list[str] = Field(default_factory=list)
+
+
+class Config(_Section):
+    defaults: Defaults = Field(default_factory=Defaults)
+    variants: list[Variant] = Field(default_factory=list)
+    judge: JudgeConfig | None = None
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    path: Path | None = Field(default=None, exclude=True)
+
+    def select_variants(self, names: list[str] | None) -> list[Variant]:
+        if not self.variants:
+            where = self.path or CONFIG_NAME
+            raise EvalFileError(f"no [[variants]] declared: add one to {where} (see SPEC.md)")
+        if not names:
+            return list(self.variants)
+        known = {v.name: v for v in self.variants}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise EvalFileError(
+                f"no variant named {', '.join(unknown)} (variants: {', '.join(known)})", self.path)
+        return [known[n] for n in names]
+
+
+def find_config(start: Path) -> Path | None:
+    folder = start if start.is_dir() else start.parent
+    for candidate in [folder, *folder.parents]:
+        path = candidate / CONFIG_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise EvalFileError(f"cannot read: {e.strerror}", path) from None
+    except tomllib.TOMLDecodeError as e:
+        line = re.search(r"line (\d+)", str(e))
+        raise EvalFileError(f"not valid TOML: {e}", path, int(line.group(1)) if line else None) from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise EvalFileError(f"{where}: {err['msg']}", path, _line_of(path, err["loc"])) from None
+    names = [v.name for v in config.variants]
+    if len(set(names)) != len(names):
+        raise EvalFileError("two variants share a name", path)
+    for variant in config.variants:
+        if variant.harness == "command" and not variant.command:
+            raise EvalFileError(f"variant {variant.name!r} uses the command harness but has no command", path)
+    return config.model_copy(update={"path": path})
+
+
+def _line_of(path: Path, loc: tuple) -> int | None:
+    """Best effort: the line of the last key named in a validation error."""
+    keys = [k for k in loc if isinstance(k, str)]
+    if not keys:
+        return None
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        if re.match(rf"\s*\[*{re.escape(keys[-1])}\b", text):
+            return number
+    return None

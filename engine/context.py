@@ -1,0 +1,220 @@
+"""`c`, the context an eval body receives: send, exec, judge, read_file, write_file, capture.
+
+Every call is a phase of the trial. Calls after the trial was aborted (timeout,
+interrupt) raise `TrialAborted`, which ends the body quietly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .harness import HarnessFailed
+from .judge import ask_judge
+from .matchers import ExecResult
+from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
+from .phases.diff import tree_diff
+from .sandbox.container import SandboxGone
+
+if TYPE_CHECKING:
+    from .trial import Trial
+
+CAPTURE_MAX = 256_000
+_PASSWORD_ASSIGNMENT = re.compile(r"(?i)\b\w*(password|passwd|pwd)\w*\s*[:=]\s*['\"]?(?!\[redacted\])\S{4,}")
+
+
+class TrialAborted(Exception):
+    """The trial was stopped (timeout or interrupt); the body ends here."""
+
+
+@dataclass
+class Turn:
+    """What `c.send` returns."""
+
+    index: int
+    status: str
+    final_message: str
+    diff: str
+    files_changed: list[str]
+    items: list[TrajectoryItem] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+class Context:
+    def __init__(self, trial: "Trial"):
+        self._trial = trial
+        self._turns = 0
+        self._checks = 0
+        self._judges = 0
+        self._prompts: list[str] = []
+        self._final_message = ""
+        self._cumulative = ""
+        self._files_changed: list[str] = []
+        self._previous_tree = trial.snapshot
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _live(self) -> None:
+        if self._trial.aborted.is_set():
+            raise TrialAborted()
+
+    def _remaining(self) -> float:
+        return max(self._trial.deadline - time.monotonic(), 0.1)
+
+    def _sandbox_call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SandboxGone:
+            if self._trial.aborted.is_set():
+                raise TrialAborted() from None
+            raise
+
+    # --- the API ------------------------------------------------------------------
+
+    def send(self, prompt: str) -> Turn:
+        """One agent turn, followed by a diff of the workspace."""
+        self._live()
+        trial, rec = self._trial, self._trial.recorder
+        self._turns += 1
+        n = self._turns
+        self._prompts.append(prompt)
+        items: list[TrajectoryItem] = []
+
+        def on_item(item: TrajectoryItem) -> None:
+            items.append(item)
+            with rec.lock:
+                if not rec.closed:
+                    rec.record.trajectory.append(item)
+            rec.progress("turn", _item_line(item), index=n, item=item.to_json())
+
+        started = time.monotonic()
+        with rec.phase("turn", index=n) as phase:
+            try:
+                out = self._sandbox_call(trial.harness.run_turn, trial.sandbox, prompt, n,
+                                         self._remaining(), on_item)
+            except TrialAborted:
+                phase.status, phase.text = "aborted", f"{n} aborted"
+                trial.add_turn(TurnRecord(index=n, prompt=prompt, status="aborted",
+                                          ms=int((time.monotonic() - started) * 1000)))
+                raise
+            aborted = trial.aborted.is_set()
+            failed = bool(out.finished_reason and out.finished_reason.startswith("failed:"))
+            status = "aborted" if aborted else "failed" if failed else "completed"
+            commands = sum(i.kind == "command" for i in items)
+            edits = sum(i.kind == "fileChange" for i in items)
+            phase.status = {"aborted": "aborted", "failed": "failed"}.get(status)
+            phase.text = f"{n} {status}"
+            phase.extras = [_plural(commands, "command"), _plural(edits, "file edit")]
+            if out.finished_reason is None:
+                phase.extras.append(f"exit {out.exit_code}")
+        record = TurnRecord(index=n, prompt=prompt, status=status,  # type: ignore[arg-type]
+                            ms=int((time.monotonic() - started) * 1000), final_message=out.final_message,
+                            exit_code=out.exit_code, raw_output=out.raw_output,
+                            finished_reason=out.finished_reason)
+        trial.add_usage(out.usage)
+        if out.final_message:
+            self._final_message = out.final_message
+        if aborted:
+            trial.add_turn(record)
+            raise TrialAborted()
+        with rec.phase("diff", index=n) as phase:
+            tree = self._sandbox_call(trial.sandbox.read_tree)
+            record.diff, changed = tree_diff(self._previous_tree, tree)
+            self._cumulative, self._files_changed = tree_diff(trial.snapshot, tree)
+            record.cumulative_diff, record.files_changed = self._cumulative, changed
+            self._previous_tree = tree
+            phase.text = f"{n} · {_plural(len(changed), 'file')} changed"
+        trial.add_turn(record)
+        if failed:
+            raise HarnessFailed(f"the harness reported {out.finished_reason}")
+        return Turn(index=n, status=status, final_message=out.final_message, diff=record.diff,
+                    files_changed=changed, items=items, exit_code=out.exit_code)
+
+    def exec(self, command: str, timeout: str | float | None = None) -> ExecResult:
+        """Run a check command in the sandbox; use the matchers on what it returns."""
+        from .spec import parse_duration
+
+        self._live()
+        trial, rec = self._trial, self._trial.recorder
+        self._checks += 1
+        limit = self._remaining()
+        if timeout is not None:
+            limit = min(parse_duration(timeout), limit)
+        validation = Validation(kind="command", name=command, status="passed",
+                                evidence={"command": command})
+        with rec.phase("check", index=self._checks, detail=command) as phase:
+            out = self._sandbox_call(trial.sandbox.exec, command, timeout=limit)
+            validation.ms = out.ms
+            validation.evidence.update(stdout=out.stdout, stderr=out.stderr, exit_code=out.exit_code)
+            if out.timed_out:
+                validation.status = "error"
+                validation.evidence["error"] = f"timed out after {limit:.0f}s"
+            phase.text = f"{self._checks} `{_clip(command)}` exited {out.exit_code}"
+        trial.add_validation(validation)
+        if trial.aborted.is_set():
+            raise TrialAborted()
+        return ExecResult(validation, out.exit_code, out.stdout, out.stderr)
+
+    def judge(self, criterion: str, threshold: float = 0.5, state: dict[str, Any] | None = None) -> Validation:
+        """Ask the judge model whether the work meets `criterion`."""
+        self._live()
+        trial, rec = self._trial, self._trial.recorder
+        self._judges += 1
+        full_state = {"task": "\n\n".join(self._prompts), "final_message": self._final_message,
+                      "files_changed": self._files_changed, "diff": self._cumulative, **(state or {})}
+        with rec.phase("judge", index=self._judges, detail=criterion) as phase:
+            validation = ask_judge(trial.config.judge, criterion, threshold, full_state)
+            score = validation.evidence.get("judgment", {}).get("score")
+            phase.text = f"{self._judges} {validation.status}" + (
+                f" · score {score:.2f} vs {threshold:.2f}" if score is not None else "")
+            if validation.status == "error":
+                phase.extras = [validation.evidence.get("error", "")]
+        trial.add_validation(validation)
+        return validation
+
+    def read_file(self, path: str) -> str:
+        self._live()
+        return self._sandbox_call(self._trial.sandbox.read_file, path).decode("utf-8", "replace")
+
+    def write_file(self, path: str, text: str | bytes) -> None:
+        self._live()
+        data = text.encode() if isinstance(text, str) else text
+        self._sandbox_call(self._trial.sandbox.put_files, {path: data})
+
+    def capture(self, path: str) -> Artifact:
+        """Save a workspace file into the record: small text only, never a binary
+        or a file whose redacted text still holds a password assignment."""
+        self._live()
+        data = self._sandbox_call(self._trial.sandbox.read_file, path)
+        artifact = Artifact(path=path, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        if len(data) <= CAPTURE_MAX and b"\0" not in data:
+            try:
+                text = self._trial.recorder.redactor.text(data.decode("utf-8"))
+                if not _PASSWORD_ASSIGNMENT.search(text):
+                    artifact.text = text
+            except UnicodeDecodeError:
+                pass
+        self._trial.add_artifact(artifact)
+        return artifact
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _clip(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _item_line(item: TrajectoryItem) -> str:
+    if item.kind == "command":
+        return f"$ {_clip(item.command or '')} → {item.exit_code}"
+    if item.kind == "message":
+        return f"{item.role}: {_clip(item.text or '')}"
+    if item.kind == "toolCall":
+        return f"tool {item.name}"
+    return f"{item.change} {item.path}"

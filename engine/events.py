@@ -1,0 +1,100 @@
+"""Typed, frozen engine events: one discriminated union on `type`.
+
+A phase is a start/end pair (with progress in between), so a timeline is
+derived from the events and never stored twice. Every event names its batch
+and, where it has one, its trial; `at` is epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .models import Failure, Outcome, PhaseName, PhaseStatus
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_id: str
+    at: int = Field(default_factory=now_ms)
+
+
+class _TrialEvent(_Event):
+    trial_id: str
+    case_id: str
+    variant: str
+    trial: int
+
+
+class BatchStarted(_Event):
+    type: Literal["batch_started"] = "batch_started"
+    trigger: str
+    runs: int
+    trials: int
+
+
+class BatchFinished(_Event):
+    type: Literal["batch_finished"] = "batch_finished"
+    status: str
+
+
+class TrialStarted(_TrialEvent):
+    type: Literal["trial_started"] = "trial_started"
+    run_id: str
+
+
+class PhaseStarted(_TrialEvent):
+    type: Literal["phase_started"] = "phase_started"
+    phase: PhaseName
+    index: int | None = None
+    detail: str = ""
+
+
+class PhaseProgress(_TrialEvent):
+    """Something that happened inside a phase: a trajectory item, a setup line."""
+
+    type: Literal["phase_progress"] = "phase_progress"
+    phase: PhaseName
+    index: int | None = None
+    message: str
+    item: dict | None = None
+
+
+class PhaseEnded(_TrialEvent):
+    type: Literal["phase_ended"] = "phase_ended"
+    phase: PhaseName
+    index: int | None = None
+    status: PhaseStatus
+    duration_ms: int
+    # Short form for the record ("cache hit"); summary is the `-v` line's body.
+    detail: str = ""
+    summary: str = ""
+
+
+class TrialFinished(_TrialEvent):
+    type: Literal["trial_finished"] = "trial_finished"
+    outcome: Outcome
+    failure: Failure | None = None
+    command_count: int = 0
+    duration_ms: int = 0
+
+
+Event = Annotated[
+    Union[BatchStarted, BatchFinished, TrialStarted, PhaseStarted, PhaseProgress,
+          PhaseEnded, TrialFinished],
+    Field(discriminator="type"),
+]
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+EventSink = Callable[[Event], None]
+
+
+def parse_event(data: str | bytes) -> Event:
+    return EventAdapter.validate_json(data)

@@ -1,0 +1,111 @@
+"""`c.judge`: one verdict from an OpenAI-compatible chat completions endpoint.
+
+The reply's message content must be `{"score": 0..1, "reasoning": "…"}`; a reply
+that is not is retried, then the verdict is an error (the trial fails with kind
+`judge`). The evidence keeps the prompt, every raw response, the provider's
+metadata and the parsed judgment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+import httpx
+
+from .config import JudgeConfig
+from .models import Validation
+
+SYSTEM = (
+    "You are a strict reviewer grading the work of an AI coding agent. "
+    "Answer with one JSON object only: {\"score\": <number from 0 to 1>, \"reasoning\": \"<why>\"}."
+)
+
+
+def build_prompt(criterion: str, state: dict[str, Any]) -> str:
+    parts = [f"Criterion: {criterion}"]
+    for key, title in (("task", "Task given to the agent"), ("final_message", "Agent's final message"),
+                       ("files_changed", "Files changed"), ("diff", "Diff of the workspace")):
+        value = state.get(key)
+        if value:
+            text = "\n".join(value) if isinstance(value, list) else str(value)
+            parts.append(f"## {title}\n{text}")
+    for key, value in state.items():
+        if key not in ("task", "final_message", "files_changed", "diff"):
+            parts.append(f"## {key}\n{value}")
+    parts.append("Grade how well the work meets the criterion.")
+    return "\n\n".join(parts)
+
+
+def parse_judgment(content: str) -> dict[str, Any] | None:
+    text = content.strip()
+    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+    candidates = [fenced.group(1)] if fenced else []
+    brace = re.search(r"\{.*\}", text, re.DOTALL)
+    candidates += [text] + ([brace.group(0)] if brace else [])
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        score = data.get("score") if isinstance(data, dict) else None
+        if isinstance(score, (int, float)) and not isinstance(score, bool) and 0 <= score <= 1:
+            return {"score": float(score), "reasoning": str(data.get("reasoning", ""))}
+    return None
+
+
+def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
+              state: dict[str, Any], deadline: float | None = None) -> Validation:
+    validation = Validation(kind="judge", name=criterion, status="error",
+                            evidence={"criterion": criterion, "threshold": threshold})
+    evidence = validation.evidence
+    if config is None:
+        evidence["error"] = "no [judge] section in proctor.toml: add base_url and model"
+        return validation
+    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+    if config.api_key_env and not key:
+        evidence["error"] = f"the judge's key variable {config.api_key_env} is not set"
+        return validation
+    prompt = build_prompt(criterion, state)
+    request = {"model": config.model, "temperature": 0,
+               "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]}
+    evidence.update(prompt=prompt, model=config.model, responses=[])
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    url = config.base_url.rstrip("/") + "/chat/completions"
+    started = time.monotonic()
+    with httpx.Client(timeout=config.timeout) as client:
+        for attempt in range(config.retries + 1):
+            if attempt:
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 8))
+            try:
+                response = client.post(url, json=request, headers=headers)
+            except httpx.HTTPError as e:
+                evidence["responses"].append({"error": f"{type(e).__name__}: {e}"})
+                continue
+            entry: dict[str, Any] = {"status": response.status_code, "raw": response.text}
+            evidence["responses"].append(entry)
+            if response.status_code >= 400:
+                if response.status_code == 429 or response.status_code >= 500:
+                    continue
+                break  # a 4xx other than 429 will not get better by asking again
+            try:
+                body = response.json()
+                content = body["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+            evidence["metadata"] = {k: body.get(k) for k in ("id", "model", "usage", "system_fingerprint")
+                                    if body.get(k) is not None}
+            judgment = parse_judgment(content)
+            if judgment is None:
+                entry["problem"] = "reply is not a JSON object with a score from 0 to 1"
+                continue
+            evidence["judgment"] = judgment
+            validation.status = "passed" if judgment["score"] >= threshold else "failed"
+            break
+    validation.ms = int((time.monotonic() - started) * 1000)
+    if validation.status == "error" and "error" not in evidence:
+        evidence["error"] = f"no usable verdict after {len(evidence['responses'])} attempts"
+    return validation

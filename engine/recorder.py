@@ -1,0 +1,94 @@
+"""Phase bookkeeping for one trial: start/end events through the sink, and the
+record's phase spans. Every event passes the trial's redactor before it leaves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .events import EventSink, PhaseEnded, PhaseProgress, PhaseStarted, now_ms
+from .models import PhaseName, PhaseSpan, PhaseStatus, TrialRecord
+from .redact import Redactor
+
+
+def fmt_ms(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        s = ms / 1000
+        return f"{s:.1f}s" if s < 10 else f"{s:.0f}s"
+    m, s = divmod(round(ms / 1000), 60)
+    return f"{m}m{s:02d}s"
+
+
+@dataclass
+class PhaseHandle:
+    """What a phase says about itself as it ends: `text in 33ms · extra · extra`."""
+
+    text: str = ""
+    detail: str = ""
+    extras: list[str] = field(default_factory=list)
+    status: PhaseStatus | None = None
+    timed: bool = True
+
+    def summary(self, ms: int) -> str:
+        head = f"{self.text} in {fmt_ms(ms)}" if self.timed else self.text
+        return " · ".join([head.strip(), *self.extras])
+
+
+class Recorder:
+    def __init__(self, record: TrialRecord, sink: EventSink, redactor: Redactor):
+        self.record = record
+        self.sink = sink
+        self.redactor = redactor
+        self.t0 = time.monotonic()
+        self.lock = threading.Lock()
+        # Threads whose late writes are dropped: an eval body abandoned after the timeout.
+        self.muted: set[int] = set()
+
+    @property
+    def closed(self) -> bool:
+        return threading.get_ident() in self.muted
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.t0) * 1000)
+
+    def _ids(self) -> dict:
+        r = self.record
+        return {"batch_id": r.batch_id, "trial_id": r.id, "case_id": r.case_id,
+                "variant": r.variant, "trial": r.trial}
+
+    def emit(self, event) -> None:
+        if not self.closed:
+            self.sink(self.redactor.value(event))
+
+    def progress(self, phase: PhaseName, message: str, index: int | None = None,
+                 item: dict | None = None) -> None:
+        self.emit(PhaseProgress(**self._ids(), phase=phase, index=index, message=message, item=item))
+
+    @contextmanager
+    def phase(self, name: PhaseName, index: int | None = None, detail: str = "") -> Iterator[PhaseHandle]:
+        handle = PhaseHandle(detail=detail)
+        start = self.elapsed_ms()
+        self.emit(PhaseStarted(**self._ids(), phase=name, index=index, detail=detail, at=now_ms()))
+        try:
+            yield handle
+        except BaseException:
+            handle.status = handle.status or "failed"
+            handle.text = handle.text or "failed"
+            raise
+        finally:
+            end = self.elapsed_ms()
+            status = handle.status or "ok"
+            handle.detail = handle.detail or handle.text
+            with self.lock:
+                if not self.closed:
+                    self.record.phases.append(PhaseSpan(phase=name, status=status, start_ms=start,
+                                                        end_ms=end, detail=handle.detail, index=index))
+            self.emit(PhaseEnded(**self._ids(), phase=name, index=index, status=status,
+                                 duration_ms=end - start, detail=handle.detail,
+                                 summary=handle.summary(end - start)))

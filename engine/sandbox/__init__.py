@@ -1,0 +1,1 @@
+"""Docker: the client, images, containers, exec and files, and cleanup."""

@@ -1,0 +1,94 @@
+"""What the engine leaves behind, found by label.
+
+Every container, network and volume carries `proctor=1`, its trial and batch,
+and `proctor.owner`: the host, pid and start time of the process that made it.
+The sweep at every start removes only what belongs to a process that is gone,
+so a live studio and a live CLI run on one machine never sweep each other.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import docker
+from docker.errors import DockerException, NotFound
+
+LABEL = "proctor"
+
+
+def _start_ticks(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # Field 22 (after the parenthesised command, which may hold spaces).
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_id(pid: int | None = None) -> str:
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or '0'}"
+
+
+def owner_alive(owner: str) -> bool:
+    """True unless we can tell the owner process is gone. Another host's: assume alive."""
+    try:
+        host, pid, ticks = owner.rsplit(":", 2)
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return True
+    current = _start_ticks(int(pid))
+    return current is not None and (ticks == "0" or current == ticks)
+
+
+def labels(batch_id: str, trial_id: str, owner: str) -> dict[str, str]:
+    return {LABEL: "1", "proctor.batch": batch_id, "proctor.trial": trial_id, "proctor.owner": owner}
+
+
+@dataclass
+class Swept:
+    containers: int = 0
+    networks: int = 0
+    volumes: int = 0
+    trials: list[str] | None = None
+
+    def __str__(self) -> str:
+        return f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes"
+
+
+def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
+    """Remove what the engine left behind: everything (`proctor cleanup`), or only
+    what belongs to owners that are gone (the sweep at start)."""
+    swept = Swept(trials=[])
+    flt = {"label": f"{LABEL}=1"}
+
+    def abandoned(obj_labels: dict[str, str]) -> bool:
+        return everything or not owner_alive(obj_labels.get("proctor.owner", ""))
+
+    for container in client.containers.list(all=True, filters=flt):
+        if abandoned(container.labels):
+            _quietly(lambda: container.remove(force=True))
+            swept.containers += 1
+            if trial := container.labels.get("proctor.trial"):
+                swept.trials.append(trial)  # type: ignore[union-attr]
+    for network in client.networks.list(filters=flt):
+        if abandoned(network.attrs.get("Labels") or {}):
+            _quietly(network.remove)
+            swept.networks += 1
+    for volume in client.volumes.list(filters=flt):
+        if abandoned(volume.attrs.get("Labels") or {}):
+            _quietly(lambda: volume.remove(force=True))
+            swept.volumes += 1
+    return swept
+
+
+def _quietly(action) -> None:
+    try:
+        action()
+    except NotFound:
+        pass
+    except DockerException:
+        pass  # a second sweep, or `proctor cleanup`, will try again

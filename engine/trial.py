@@ -1,0 +1,367 @@
+"""One trial through every phase, in SPEC.md's order, to one record.
+
+image → container → env → workspace → files → setup → snapshot → harness →
+the eval body (turns with diffs, checks, judges) → teardown → record.
+Teardown and record always run. The timeout counts only the body.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as random_tokens
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import docker
+from docker.errors import DockerException
+
+from . import limits
+from .config import Config, Variant
+from .context import Context, TrialAborted, _plural
+from .errors import Void
+from .events import EventSink, TrialFinished, TrialStarted
+from .harness import HarnessFailed, make_harness
+from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
+from .phases import workspace as workspace_phase
+from .recorder import Recorder, fmt_ms
+from .redact import Redactor
+from .sandbox.cleanup import labels
+from .sandbox.container import Sandbox, SandboxGone
+from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
+from .spec import Case
+
+ABORT_GRACE_S = 3
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class TrialPlan:
+    case: Case
+    variant: Variant
+    config: Config
+    batch_id: str
+    run_id: str
+    trial_id: str
+    trial: int
+    trigger: str
+    owner: str
+
+
+class Trial:
+    def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
+                 sink: EventSink, save: Callable[[TrialRecord], None],
+                 host_env: dict[str, str] | None = None):
+        self.plan = plan
+        self.case, self.config = plan.case, plan.config
+        self.client, self.images, self.save = client, images, save
+        self.host_env = dict(os.environ if host_env is None else host_env)
+        self.secret_values = {name: self.host_env.get(s.env or name, "")
+                              for name, s in self.case.secrets.items()}
+        record = TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
+                             case_id=self.case.id, variant=plan.variant.name, trial=plan.trial,
+                             trigger=plan.trigger, tags=list(self.case.tags))  # type: ignore[arg-type]
+        redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
+        self.recorder = Recorder(record, sink, redactor)
+        self.harness = make_harness(plan.variant)
+        self.sandbox: Sandbox | None = None
+        self.snapshot: dict[str, bytes] = {}
+        self.aborted = threading.Event()
+        self.abort_reason: str | None = None  # None: the timeout
+        self.deadline = float("inf")
+        self.timeout_s = self.case.timeout or self.config.defaults.timeout
+
+    # --- the record, written from the body thread ---------------------------------
+
+    @property
+    def record(self) -> TrialRecord:
+        return self.recorder.record
+
+    def _append(self, field: str, value) -> None:
+        with self.recorder.lock:
+            if not self.recorder.closed:
+                getattr(self.record, field).append(value)
+
+    def add_turn(self, turn: Turn) -> None:
+        self._append("turns", turn)
+
+    def add_validation(self, validation: Validation) -> None:
+        self._append("validations", validation)
+
+    def add_artifact(self, artifact: Artifact) -> None:
+        self._append("artifacts", artifact)
+
+    def add_usage(self, usage: Usage) -> None:
+        with self.recorder.lock:
+            self.record.usage = self.record.usage.add(usage)
+
+    def cancel(self, reason: str) -> None:
+        """Stop from outside (an interrupted batch): the trial becomes infra_error."""
+        self.abort_reason = reason
+        self._abort()
+
+    def _abort(self) -> None:
+        self.aborted.set()
+        if self.sandbox is not None:
+            try:
+                self.sandbox.destroy()
+            except DockerException:
+                pass
+
+    # --- the phases -----------------------------------------------------------------
+
+    def run(self) -> TrialRecord:
+        rec, record = self.recorder, self.record
+        record.started_at = utc_now()
+        record.source = limits.cap_source({str(self.case.file): self.case.file.read_text()})
+        rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id))
+        void: Void | None = None
+        try:
+            self._prepare()
+            self._run_body()
+        except Void as e:
+            void = e
+        except SandboxGone as e:
+            void = Void(str(e))
+        except DockerException as e:
+            void = Void(f"Docker failed: {str(e).splitlines()[0][:200]}")
+        except Exception as e:  # an engine bug must still tear down and leave a record
+            void = Void(f"engine error: {type(e).__name__}: {e}")
+        if self.aborted.is_set() and self.abort_reason and void is None:
+            void = Void(self.abort_reason)
+        self.record.outcome, self.record.failure = self._outcome(void)
+        self._teardown()
+        return self._finish()
+
+    def _prepare(self) -> None:
+        rec, case = self.recorder, self.case
+        if self.aborted.is_set():
+            raise Void(self.abort_reason or "the trial was stopped before it started")
+        spec = case.image or self.config.defaults.image
+        if spec is None:
+            raise Void("no image: set image= in @evaluation or [defaults] image in proctor.toml")
+        with rec.phase("image") as phase:
+            try:
+                tag, detail = self.images.ensure(spec, log=lambda line: rec.progress("image", line))
+            except (ImageBuildFailed, ImageMissing) as e:
+                phase.text = f"failed {describe(spec)}"
+                raise Void(str(e), "image") from None
+            self.record.image = tag
+            phase.detail, phase.text = detail, f"ready {tag} ({detail})"
+        with rec.phase("container") as phase:
+            owner = labels(self.plan.batch_id, self.plan.trial_id, self.plan.owner)
+            self.sandbox = Sandbox.create(self.client, tag, owner)
+            if self.aborted.is_set():  # cancelled while the container was being made
+                self.sandbox.destroy()
+            phase.detail = self.sandbox.short_id
+            phase.text, phase.extras = f"created {self.sandbox.short_id}", ["no network"]
+        with rec.phase("env") as phase:
+            self.sandbox.env = self._environment()
+            phase.text = _plural(len(case.env), "variable")
+            if case.secrets:
+                phase.extras = [f"{len(case.secrets)} secrets as placeholders"]
+        with rec.phase("workspace") as phase:
+            phase.text = workspace_phase.place(self.sandbox, case.workspace)
+        with rec.phase("files") as phase:
+            files = dict(case.files)
+            if case.rules:
+                files[self.harness.rules_file] = case.rules.encode()
+            if files:
+                self.sandbox.put_files(files)
+            phase.text = _plural(len(files), "file") + (f" ({self.harness.rules_file})" if case.rules else "")
+        with rec.phase("setup") as phase:
+            phase.text = self._setup()
+        with rec.phase("snapshot") as phase:
+            self.snapshot = self.sandbox.read_tree()
+            phase.text = _plural(len(self.snapshot), "file")
+        with rec.phase("harness") as phase:
+            phase.text = f"{self.plan.variant.harness} · {self.harness.start(self.sandbox)}"
+
+    def _environment(self) -> dict[str, str]:
+        env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id, **self.case.env}
+        for name, secret in self.case.secrets.items():
+            if not self.secret_values[name]:
+                var = secret.env or name
+                raise Void(f"secret {name} is not set: export {var} on the host before running", "env")
+            # The real value never enters the sandbox; the gateway swaps it in on the way out.
+            env[name] = f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
+        return env
+
+    def _setup(self) -> str:
+        assert self.sandbox is not None
+        log: list[str] = []
+        try:
+            for i, step in enumerate(self.case.setup, 1):
+                self.recorder.progress("setup", f"step {i}: {step.command}", index=i)
+                out = self.sandbox.exec(step.command, timeout=step.timeout)
+                log.append(f"$ {step.command}\n{out.output}".rstrip() + f"\n[exit {out.exit_code} in {fmt_ms(out.ms)}]\n")
+                if out.timed_out:
+                    raise Void(f"setup step {i} `{step.command}` timed out after {fmt_ms(int(step.timeout * 1000))}",
+                               f"setup step {i}")
+                if out.exit_code != 0:
+                    raise Void(f"setup step {i} `{step.command}` exited {out.exit_code}", f"setup step {i}")
+        finally:
+            self.record.setup_log = "".join(log)
+        return _plural(len(self.case.setup), "step")
+
+    def _run_body(self) -> None:
+        """The eval body on its own thread; the timeout counts from here."""
+        context = Context(self)
+        errors: list[BaseException] = []
+
+        def body() -> None:
+            try:
+                self.case.body(context)
+            except TrialAborted:
+                pass
+            except BaseException as e:  # the body's own failure is recorded, not raised
+                errors.append(e)
+
+        self.deadline = time.monotonic() + self.timeout_s
+        thread = threading.Thread(target=body, name=f"body-{self.plan.trial_id}", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
+            self._abort()
+            thread.join(ABORT_GRACE_S)
+            if thread.is_alive():
+                with self.recorder.lock:
+                    self.recorder.muted.add(thread.ident or 0)
+                self._mark_running_turn_aborted()
+        if self.aborted.is_set():
+            return
+        for error in errors:
+            if isinstance(error, (HarnessFailed,)):
+                raise Void(str(error), "harness")
+            if isinstance(error, SandboxGone):
+                raise Void(str(error))
+            self.add_validation(_check_validation(error, self.case.file))
+
+    def _mark_running_turn_aborted(self) -> None:
+        done = {t.index for t in self.record.turns}
+        started = [s.index for s in self.record.phases if s.phase == "turn"]
+        running = max((i for i in started if i is not None), default=None)
+        if running is None:
+            return
+        if running not in done:
+            self.add_turn(Turn(index=running, prompt="", status="aborted", ms=0))
+
+    def _teardown(self) -> None:
+        with self.recorder.phase("teardown") as phase:
+            failure = self.record.failure
+            phase.timed, phase.detail = False, f"outcome {self.record.outcome}"
+            phase.text = phase.detail + (f" · {failure.kind}: {failure.reason}" if failure else "")
+            if self.sandbox is not None and not self.sandbox.destroyed:
+                try:
+                    self.sandbox.destroy()
+                except DockerException as e:
+                    phase.extras = [f"could not remove the container: {str(e)[:100]}"]
+
+    def _finish(self) -> TrialRecord:
+        rec, record = self.recorder, self.record
+        record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
+        record.command_count = sum(i.kind == "command" for i in record.trajectory)
+        record.timings = _timings(record)
+        record.finished_at = utc_now()
+        with rec.phase("record") as phase:
+            start = rec.elapsed_ms()
+            final = _capped(rec.redactor.value(record))
+            # The stored record holds its own record span, closed just before the write.
+            final.phases.append(PhaseSpan(phase="record", status="ok", start_ms=start,
+                                          end_ms=rec.elapsed_ms(), detail="saved"))
+            self.save(final)
+            phase.text = f"saved {final.id}"
+        rec.emit(TrialFinished(**rec._ids(), outcome=final.outcome, failure=final.failure,  # type: ignore[arg-type]
+                               command_count=final.command_count, duration_ms=rec.elapsed_ms()))
+        return final
+
+    def _outcome(self, void: Void | None) -> tuple[str, Failure | None]:
+        if void is not None:
+            return "infra_error", Failure(kind="infra", reason=void.reason, where=void.where)
+        if self.aborted.is_set():
+            running = [s for s in self.record.phases if s.status == "aborted"]
+            where = f"{running[-1].phase} {running[-1].index}" if running else None
+            return "fail", Failure(kind="timeout", where=where,
+                                   reason=f"the trial ran past its timeout of {fmt_ms(int(self.timeout_s * 1000))}")
+        checks = [v for v in self.record.validations if v.kind != "judge"]
+        for v in self.record.validations:
+            if v.status in ("failed", "error"):
+                if v.kind == "judge":
+                    j = self.record.validations.index(v) + 1
+                    return "fail", Failure(kind="judge", reason=_judge_reason(v), where=f"judge {j}")
+                where = f"check {checks.index(v) + 1} of {len(checks)}"
+                return "fail", Failure(kind="assertion", reason=_check_reason(v), where=where)
+        return "pass", None
+
+    def _void_fields(self) -> list[str]:
+        record, missing = self.record, []
+        if not record.turns:
+            missing += ["turns", "trajectory"]
+        if not record.validations:
+            missing.append("validations")
+        return missing
+
+
+def _check_validation(error: BaseException, eval_file: Path) -> Validation:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == eval_file]
+    where = f"{eval_file.name}:{frames[-1].lineno}" if frames else str(eval_file.name)
+    failed = isinstance(error, AssertionError)
+    message = str(error) or type(error).__name__
+    return Validation(kind="check", name=f"{where}", status="failed" if failed else "error",
+                      evidence={"exception": type(error).__name__, "message": message,
+                                "traceback": "".join(traceback.format_exception(error))[-4000:]})
+
+
+def _check_reason(v: Validation) -> str:
+    if v.kind == "check":
+        return f"{v.evidence.get('exception')} at {v.name}: {v.evidence.get('message')}"
+    if "error" in v.evidence:
+        return f"`{v.name}` {v.evidence['error']}"
+    failed = [a["message"] for a in v.evidence.get("assertions", []) if not a["passed"]]
+    return f"`{v.name}` " + ("; ".join(failed) if failed else f"exited {v.evidence.get('exit_code')}")
+
+
+def _judge_reason(v: Validation) -> str:
+    judgment = v.evidence.get("judgment")
+    if judgment:
+        return (f"judge scored {judgment['score']:.2f}, below {v.evidence.get('threshold')} "
+                f"for {v.name!r}")
+    return f"judge call failed: {v.evidence.get('error', 'no verdict')}"
+
+
+def _timings(record: TrialRecord):
+    from .models import Timings
+
+    spans: dict[str, int] = {}
+    for s in record.phases:
+        spans[s.phase] = spans.get(s.phase, 0) + (s.end_ms - s.start_ms)
+    prep = ("image", "container", "env", "workspace", "files", "setup", "snapshot", "harness")
+    return Timings(slot_ms=spans.get("slot", 0), setup_ms=sum(spans.get(p, 0) for p in prep),
+                   agent_ms=spans.get("turn", 0), diff_ms=spans.get("diff", 0),
+                   checks_ms=spans.get("check", 0), judge_ms=spans.get("judge", 0),
+                   teardown_ms=spans.get("teardown", 0))
+
+
+def _capped(record: TrialRecord) -> TrialRecord:
+    """SPEC.md's limits, applied after redaction so no fragment of a key survives a cut."""
+    for item in record.trajectory:
+        for name in ("text", "output", "command"):
+            value = getattr(item, name)
+            if isinstance(value, str):
+                cut, truncated = limits.truncate(value, limits.ITEM_TEXT)
+                setattr(item, name, cut)
+                item.truncated = item.truncated or truncated
+    for v in record.validations:
+        v.evidence, truncated = limits.cap_evidence(v.evidence)
+        v.truncated = v.truncated or truncated
+    for turn in record.turns:
+        turn.raw_output, _ = limits.truncate(turn.raw_output, limits.EVIDENCE_VALUE)
+    record.setup_log, _ = limits.truncate(record.setup_log, limits.EVIDENCE_TOTAL)
+    return record
