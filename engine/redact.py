@@ -33,8 +33,9 @@ MIN_SECRET = 4
 MIN_HOST_SECRET = 6
 
 _BODY = r"[A-Za-z0-9_-]"
-# A key prefix inside a word ("task-…", "desk-…") is not a key.
-_START = r"(?<![A-Za-z0-9])"
+# A key prefix inside a word ("task-…", "disk-…") is not a key; after an escape such as
+# "\n" in JSON, or the end of a terminal colour code ("\x1b[32m"), it is.
+_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[bfnrt])|(?<=[0-9;\[]m))"
 
 _PATTERNS = re.compile(
     "|".join([

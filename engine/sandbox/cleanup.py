@@ -68,11 +68,14 @@ def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
     def abandoned(obj_labels: dict[str, str]) -> bool:
         return everything or not owner_alive(obj_labels.get("proctor.owner", ""))
 
-    for container in client.containers.list(all=True, filters=flt):
-        if abandoned(container.labels):
-            _quietly(lambda: container.remove(force=True))
+    # The low-level list carries labels, so no container is inspected (and none
+    # vanishes between listing and inspecting).
+    for container in client.api.containers(all=True, filters=flt):
+        container_labels = container.get("Labels") or {}
+        if abandoned(container_labels):
+            _quietly(lambda: client.api.remove_container(container["Id"], force=True))
             swept.containers += 1
-            if trial := container.labels.get("proctor.trial"):
+            if trial := container_labels.get("proctor.trial"):
                 swept.trials.append(trial)  # type: ignore[union-attr]
     for network in client.networks.list(filters=flt):
         if abandoned(network.attrs.get("Labels") or {}):

@@ -1,0 +1,103 @@
+"""Shared fixtures. Docker tests need a real daemon and proctor-test-base:bookworm;
+with PROCTOR_REQUIRE_DOCKER=1 (as .ci/run sets) a missing daemon fails them
+instead of skipping them."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BASE_IMAGE = "proctor-test-base:bookworm"
+REQUIRE_DOCKER = os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1"
+
+
+def _unavailable(reason: str):
+    if REQUIRE_DOCKER:
+        pytest.fail(f"Docker is required (PROCTOR_REQUIRE_DOCKER=1) but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as e:  # any failure to reach the daemon
+        _unavailable(f"Docker is not reachable: {e}")
+    try:
+        client.images.get(BASE_IMAGE)
+    except Exception:
+        _unavailable(f"{BASE_IMAGE} is missing: run `bash packaging/docker-up`")
+    return client
+
+
+@pytest.fixture
+def store(tmp_path):
+    from engine.store import Store
+
+    s = Store(tmp_path / "proctor.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def suite(tmp_path):
+    """Write an eval file (and proctor.toml, agent files) into a fresh folder."""
+
+    def make(eval_source: str, toml: str | None = None, files: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / "suite"
+        folder.mkdir(exist_ok=True)
+        (folder / "test.eval.py").write_text(textwrap.dedent(eval_source))
+        (folder / "proctor.toml").write_text(textwrap.dedent(toml if toml is not None else DEFAULT_TOML))
+        for name, text in (files or {}).items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        return folder / "test.eval.py"
+
+    return make
+
+
+DEFAULT_TOML = f"""
+[defaults]
+image = "{BASE_IMAGE}"
+timeout = "2m"
+concurrency = 2
+
+[[variants]]
+name = "scripted"
+harness = "command"
+command = "sh .agent/run.sh"
+"""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "docker_client" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture
+def run_eval(docker_client, store):
+    """Run an eval file's batch through the engine; returns (summary, events, records)."""
+    from engine.batch import BatchPlan, Engine
+    from engine.config import find_config, load_config
+    from engine.spec import load_cases
+
+    def run(path: Path, trials: int | None = None, variants: list[str] | None = None, **kw):
+        config = load_config(find_config(path))
+        plan = BatchPlan(cases=load_cases([path]), variants=config.select_variants(variants),
+                         config=config, trials=trials, trigger="api", **kw)
+        engine = Engine(store, docker_client)
+        handle = engine.plan(plan)
+        events: list = []
+        summary = engine.run(plan, handle, events.append)
+        records = {t.id: store.get_trial(t.id) for r in summary.runs for t in r.trials}
+        return summary, events, records
+
+    return run

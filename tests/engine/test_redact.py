@@ -1,0 +1,337 @@
+"""Redaction: no key, and no fragment of one, survives anything that is stored or shown."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+import time
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
+
+from engine.limits import truncate
+from engine.redact import MARK, Redactor, looks_like_token, redact
+
+BODY = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+BASE64 = BODY[:62] + "+/"
+
+
+def body(min_size: int, max_size: int = 60, alphabet: str = BODY) -> st.SearchStrategy[str]:
+    return st.text(alphabet=alphabet, min_size=min_size, max_size=max_size)
+
+
+def prefixed(prefix: str) -> st.SearchStrategy[tuple[str, str]]:
+    return body(8).map(lambda b: (prefix + b, prefix + b))
+
+
+def jwt() -> st.SearchStrategy[tuple[str, str]]:
+    parts = st.tuples(body(4), body(4), body(0, 40))
+    return parts.map(lambda p: (f"eyJ{p[0]}.eyJ{p[1]}.{p[2]}",) * 2)
+
+
+def pem() -> st.SearchStrategy[tuple[str, str]]:
+    def block(args: tuple[str, list[str]]) -> tuple[str, str]:
+        kind, lines = args
+        key = "\n".join(lines)
+        return f"-----BEGIN {kind}PRIVATE KEY-----\n{key}\n-----END {kind}PRIVATE KEY-----", key
+    kinds = st.sampled_from(["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED "])
+    return st.tuples(kinds, st.lists(body(8, 64, BASE64), min_size=1, max_size=4)).map(block)
+
+
+def bearer() -> st.SearchStrategy[tuple[str, str]]:
+    words = st.sampled_from(["Bearer", "bearer", "BEARER"])
+    return st.tuples(words, body(8, 60, BASE64 + "._~-")).map(lambda p: (f"{p[0]} {p[1]}", p[1]))
+
+
+# (what is written, the secret part of it that must not survive)
+KEYS = st.one_of(
+    *[prefixed(p) for p in ["sk-", "sk-proj-", "sk_live_", "am_sk_", "anp_", "ghp_",
+                            "github_pat_", "xoxb-", "xoxp-", "xox"]],
+    body(16, 16, UPPER).map(lambda b: ("AKIA" + b,) * 2),
+    body(35, 35).map(lambda b: ("AIza" + b,) * 2),
+    jwt(),
+)
+# Keys that also make sense inside a URL; a PEM block or a "Bearer …" header does not.
+WRITTEN = st.one_of(KEYS, pem(), bearer())
+# Anything a key can sit next to without being part of a longer word.
+SEPARATOR = st.sampled_from([" ", "\n", "\t", '"', "'", "=", ":", ",", "(", ")", ";", "<", ">"])
+NOISE = st.text(max_size=80)
+
+
+def fragments(secret: str, size: int = 8) -> set[str]:
+    size = min(size, len(secret))
+    return {secret[i:i + size] for i in range(len(secret) - size + 1)}
+
+
+def leaks(out: str, secret_forms: list[str], context: str) -> list[str]:
+    """Fragments of the secret in `out` that are not merely in the text around it."""
+    found = set()
+    for form in secret_forms:
+        found |= {f for f in fragments(form) if f in out and f not in context}
+    return sorted(found)
+
+
+def head(cut_text: str) -> str:
+    """What truncate kept of the text, without its mark."""
+    at = cut_text.rfind("\n… [truncated ")
+    return cut_text[:at] if at >= 0 else cut_text
+
+
+# --- static patterns, as properties ---------------------------------------------------------
+
+
+@given(WRITTEN, NOISE, NOISE, SEPARATOR, SEPARATOR)
+def test_a_key_in_any_text_never_survives(written, before, after, sep1, sep2):
+    (key, secret) = written
+    out = redact(before + sep1 + key + sep2 + after)
+    assert leaks(out, [secret], "[".join([before + sep1, MARK, sep2 + after])) == []
+
+
+@given(WRITTEN, NOISE, NOISE, SEPARATOR, SEPARATOR, st.data())
+def test_no_fragment_survives_a_cut_after_redaction(written, before, after, sep1, sep2, data):
+    (key, secret) = written
+    redacted = redact(before + sep1 + key + sep2 + after)
+    context = "[".join([before + sep1, MARK, sep2 + after])
+    for limit in data.draw(st.lists(st.integers(0, len(redacted) + 2), min_size=1, max_size=20)):
+        cut, _ = truncate(redacted, limit)
+        assert leaks(head(cut), [secret], context) == []
+
+
+def test_every_cut_of_a_redacted_key_line_is_clean():
+    key = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7"
+    redacted = redact(f"export OPENAI_API_KEY={key}  # rotate monthly")
+    for limit in range(len(redacted) + 2):
+        assert leaks(head(truncate(redacted, limit)[0]), [key], "") == []
+
+
+@given(WRITTEN, NOISE, NOISE, SEPARATOR, SEPARATOR)
+def test_a_key_inside_json_never_survives(written, before, after, sep1, sep2):
+    (key, secret) = written
+    document = {"note": before + sep1 + key + sep2 + after, "key": key, "nested": [{"k": key}]}
+    out = redact(json.dumps(document))
+    context = json.dumps({**document, "note": before + sep1 + MARK + sep2 + after, "key": MARK,
+                          "nested": [{"k": MARK}]})
+    assert leaks(out, [secret, json.dumps(secret)[1:-1]], context) == []
+
+
+@given(KEYS)
+def test_a_key_in_a_url_never_survives(written):
+    (key, _) = written
+    out = redact(f"https://u:{key}@h/p?token={key}&x=1")
+    assert key not in out
+    assert leaks(out, [key], f"https://u:{MARK}@h/p?token={MARK}&x=1") == []
+
+
+# --- the secrets of the trial, as properties ------------------------------------------------
+
+SECRET = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="[]…"),
+    min_size=8, max_size=40,
+).filter(lambda v: len(v.strip()) >= 4)
+
+
+@given(SECRET, NOISE, NOISE)
+def test_a_secret_value_anywhere_never_survives(secret, before, after):
+    out = Redactor(secrets=[secret]).text(before + secret + after)
+    assert leaks(out, [secret], "[".join([before, MARK, after])) == []
+
+
+@given(SECRET, NOISE, NOISE, st.data())
+def test_no_fragment_of_a_secret_value_survives_a_cut(secret, before, after, data):
+    redacted = Redactor(secrets=[secret]).text(before + secret + after)
+    for limit in data.draw(st.lists(st.integers(0, len(redacted) + 2), min_size=1, max_size=20)):
+        cut, _ = truncate(redacted, limit)
+        assert leaks(head(cut), [secret], "[".join([before, MARK, after])) == []
+
+
+@given(SECRET, NOISE, NOISE)
+def test_a_secret_value_inside_json_never_survives(secret, before, after):
+    document = {"note": before + secret + after, secret: [secret], "in": json.dumps({"k": secret})}
+    out = Redactor(secrets=[secret]).text(json.dumps(document))
+    context = json.dumps({"note": before + MARK + after, MARK: [MARK],
+                          "in": json.dumps({"k": MARK})})
+    forms = [json.dumps(secret)[1:-1], json.dumps(json.dumps(secret)[1:-1])[1:-1]]
+    assert leaks(out, forms, context) == []
+
+
+@given(SECRET)
+def test_a_secret_value_inside_a_url_never_survives(secret):
+    written = f"https://u:{quote(secret, safe='')}@h/{quote(secret)}?token={quote_plus(secret)}"
+    out = Redactor(secrets=[secret]).text(written)
+    forms = [quote(secret, safe=""), quote(secret), quote_plus(secret)]
+    assert leaks(out, forms, f"https://u:{MARK}@h/{MARK}?token={MARK}") == []
+
+
+def test_overlapping_occurrences_of_a_secret_are_all_covered():
+    secret = "abcdefghXabcdefgh"  # starts with its own ending, so occurrences overlap
+    out = Redactor(secrets=[secret]).text("abcdefghX" + secret)
+    assert "abcdefgh" not in out
+
+
+def test_a_secret_inside_a_key_does_not_leave_the_rest_of_the_key():
+    out = Redactor(secrets=["abcdefgh123"]).text("sk-proj-abcdefgh1234 rest")
+    assert out == f"{MARK} rest"
+
+
+def test_short_and_empty_secrets_are_ignored():
+    assert Redactor(secrets=["", "a", "abc", "   "]).text("a abc b") == "a abc b"
+
+
+# --- what must stay readable, and the exact forms -------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "http://localhost:3000",
+    "https://user@host/path",
+    "http://host:8080/a@b",
+    "pip install scikit-learn; import sk-learn",
+    "task-12345678901 and desk-abcdefghijk",
+    "xterm-256color C.UTF-8 /usr/local/bin:/usr/bin",
+    "the bearer of bad news",
+    "git checkout 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+])
+def test_ordinary_text_stays_readable(text):
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("postgres://app:pw@db/x", f"postgres://app:{MARK}@db/x"),
+    ("postgres://app:secret@db", f"postgres://app:{MARK}@db"),
+    ('{"u":"mysql://root:p@ss@db:3306","e":"a@b.c"}', f'{{"u":"mysql://root:{MARK}@db:3306","e":"a@b.c"}}'),
+    ("https://ghp_abcdefghijkl1234:x-oauth-basic@github.com/o/r",
+     f"https://{MARK}:{MARK}@github.com/o/r"),
+    ("Authorization: Bearer abc.def-ghi_12345==\n", f"Authorization: Bearer {MARK}\n"),
+    ("curl -H 'authorization: bearer eyJhbGciOi.eyJzdWIiOiIx.c2ln'", f"curl -H 'authorization: bearer {MARK}'"),
+    ("token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U;",
+     f"token={MARK};"),
+    ("key: -----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----\nnext",
+     f"key: {MARK}\nnext"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA", MARK),
+    ("-----BEGIN EC PRIVATE KEY-----\\nMHcCAQEE\\n-----END EC PRIVATE KEY-----\\n", f"{MARK}\\n"),
+    ("aws AKIAIOSFODNN7EXAMPLE.", f"aws {MARK}."),
+    ("g=AIzaSyA-1234567890abcdefghijklmnopqrstu", f"g={MARK}"),
+    ("slack xoxb-123456789012-1234567890123-AbCdEfGh", f"slack {MARK}"),
+    ("OPENAI_API_KEY=sk-proj-Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7 ok", f"OPENAI_API_KEY={MARK} ok"),
+    ("stripe sk_live_51Habcdefgh and am_sk_12345678 anp_abcdefgh1", f"stripe {MARK} and {MARK} {MARK}"),
+])
+def test_patterns_are_replaced_whole(text, expected):
+    assert redact(text) == expected
+
+
+# --- host variables -------------------------------------------------------------------------
+
+HOST = {
+    "OPENAI_API_KEY": "sk-proj-abc123-not-a-standard-shape",
+    "GITHUB_TOKEN": "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+    "DB_PASSWORD": "correct horse battery",
+    "Aws_Secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "UPLOAD_URL": "s3cr3tUpl0adT0k3nXyZ9876",  # no secret name, but shaped like a token
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin",
+    "HOME": "/root",
+    "TERM": "xterm-256color",
+    "LANG": "C.UTF-8",
+    "HOSTNAME": "ip-172-31-0-12.ec2.internal",
+    "CI": "1",
+    "FEATURE_SECRET": "true",
+    "SSH_KEY": "/home/dev/.ssh/id_ed25519",
+    "GITHUB_SHA": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    "BUILD_NAME": "python3.11-slim-bookworm-amd64-20240101",
+}
+
+
+def test_host_variables_whose_names_or_values_say_secret_are_redacted():
+    redactor = Redactor(host_env=HOST)
+    for name in ["OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "Aws_Secret", "UPLOAD_URL"]:
+        assert redactor.text(f"value: {HOST[name]}!") == f"value: {MARK}!", name
+
+
+def test_ordinary_host_variables_stay_readable():
+    redactor = Redactor(host_env=HOST)
+    for name in ["PATH", "HOME", "TERM", "LANG", "HOSTNAME", "CI", "FEATURE_SECRET", "SSH_KEY",
+                 "GITHUB_SHA", "BUILD_NAME"]:
+        text = f"{name}={HOST[name]} and true 1 /root"
+        assert redactor.text(text) == text, name
+
+
+@pytest.mark.parametrize("value, token", [
+    ("AiifVvSr0gwu9VKaXLRDzz", True),
+    ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", True),
+    ("short1", False),
+    ("aaaaaaaaaaaaaaaaaaaaaaaaa1", False),
+    ("/usr/lib/python3.11/site-packages1", False),
+    ("https://example.com/abcdefghijk12345678", False),
+    ("123e4567-e89b-12d3-a456-426614174000", False),
+    ("with spaces abcdefghijklmnop 123", False),
+])
+def test_what_looks_like_a_token(value, token):
+    assert looks_like_token(value) is token
+
+
+# --- structures -----------------------------------------------------------------------------
+
+
+class Inner(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    note: str
+    count: int = 0
+
+
+class Outer(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    title: str
+    inner: Inner
+    items: list[Inner]
+    tags: tuple[str, ...] = ()
+
+
+def test_value_redacts_every_string_in_a_structure():
+    key = "ghp_abcdefghijklmnop1234"
+    data = {"a": [key, ("x", key), 3, None, 1.5], key: {"deep": f"Bearer {key}"}}
+    out = Redactor().value(data)
+    assert out == {"a": [MARK, ("x", MARK), 3, None, 1.5], MARK: {"deep": f"Bearer {MARK}"}}
+    assert data["a"][0] == key  # the input is left alone
+
+
+def test_value_returns_new_models_of_the_same_types():
+    key = "sk-live-abcdefghijk"
+    model = Outer(title=f"t {key}", inner=Inner(note=key, count=2), items=[Inner(note="ok")],
+                  tags=("a", key))
+    out = Redactor(secrets=["hunter22"]).value(model)
+    assert isinstance(out, Outer) and isinstance(out.inner, Inner)
+    assert out == Outer(title=f"t {MARK}", inner=Inner(note=MARK, count=2),
+                        items=[Inner(note="ok")], tags=("a", MARK))
+    assert model.inner.note == key
+
+
+def test_value_leaves_other_types_alone():
+    obj = object()
+    assert Redactor().value(obj) is obj
+    assert Redactor().value(b"sk-abcdefghijkl") == b"sk-abcdefghijkl"
+
+
+# --- speed ----------------------------------------------------------------------------------
+
+
+def test_megabytes_of_diff_are_redacted_quickly():
+    lines, size = [], 0
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        chunk = "".join(f"+{line}\n" for line in path.read_text(errors="replace").splitlines())
+        lines.append(chunk)
+        size += len(chunk)
+        if size > 5_000_000:
+            break
+    diff = "".join(lines)
+    while len(diff) < 5_000_000:  # a small stdlib still gives 5 MB
+        diff += diff
+    diff = diff[:5_000_000]
+    redactor = Redactor(secrets=["hunter2-hunter2", "another secret"], host_env=HOST)
+    start = time.perf_counter()
+    redactor.text(diff)
+    elapsed = time.perf_counter() - start
+    print(f"redacted {len(diff):,} chars in {elapsed:.2f} s")
+    assert elapsed < 2
