@@ -33,24 +33,33 @@ MIN_SECRET = 4
 MIN_HOST_SECRET = 6
 
 _BODY = r"[A-Za-z0-9_-]"
-# A key prefix inside a word ("task-…", "disk-…") is not a key; after an escape such as
-# "\n" in JSON, or the end of a terminal colour code ("\x1b[32m"), it is.
-_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[bfnrt])|(?<=[0-9;\[]m))"
+# Written just after a word's first character: a key prefix inside a word ("task-…",
+# "disk-…") is not a key; after an escape such as "\n" in JSON, or the end of a terminal
+# colour code ("\x1b[32m"), it is.
+_STARTED = r"(?:(?<![A-Za-z0-9].)|(?<=\\[bfnrt].)|(?<=[0-9;\[]m.))"
 
-_PATTERNS = re.compile(
-    "|".join([
-        # A PEM block without its END (a cut log) is redacted to the end of the text.
-        r"(?P<pem>-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?s:.*?)"
-        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|\Z))",
-        rf"(?P<jwt>{_START}eyJ{_BODY}+\.eyJ{_BODY}+\.{_BODY}*)",
-        # Only the password goes: `postgres://app:[redacted]@db` keeps the address readable.
-        r"(?P<url_head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#]*:)(?P<url_password>[^\s/?#\"'`<>]+)@",
-        r"(?i:\bbearer)[ \t]+(?P<bearer_token>[A-Za-z0-9._~+/-]{8,}=*)",
-        # At least 8 body characters, so "sk-learn" stays; then the whole rest of the token.
-        rf"{_START}(?:(?:sk-|sk_live_|am_sk_|anp_|ghp_|github_pat_|xox){_BODY}{{8}}"
-        rf"|AKIA[A-Z0-9]{{16}}|AIza{_BODY}{{35}}){_BODY}*",
-    ])
-)
+
+def _word(prefix: str, rest: str) -> str:
+    return re.escape(prefix[0]) + _STARTED + re.escape(prefix[1:]) + rest
+
+
+# A match is masked whole, or only its one group when it has one: the part before stays
+# readable. Every alternative starts with a plain character outside any group, so re skips
+# ahead to the few characters that can start a match; that makes it fast on big diffs.
+_PATTERNS = re.compile("|".join([
+    # A PEM block without its END (a cut log) is redacted to the end of the text.
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----(?s:.*?)"
+    r"(?:-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|\Z)",
+    _word("eyJ", rf"{_BODY}+\.eyJ{_BODY}+\.{_BODY}*"),
+    # Only the password goes: `postgres://app:[redacted]@db` keeps the address readable.
+    r"://[^\s:/@?#]*:([^\s/?#\"'`<>]+)@",
+    *[_word(b, r"(?i:earer)[ \t]+([A-Za-z0-9._~+/-]{8,}=*)") for b in "Bb"],
+    # At least 8 body characters, so "sk-learn" stays; then the whole rest of the token.
+    *[_word(prefix, rf"{_BODY}{{8}}{_BODY}*")
+      for prefix in ["sk-", "sk_live_", "am_sk_", "anp_", "ghp_", "github_pat_", "xox"]],
+    _word("AKIA", rf"[A-Z0-9]{{16}}{_BODY}*"),
+    _word("AIza", rf"{_BODY}{{35}}{_BODY}*"),
+]))
 
 _SECRET_NAME = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET)$|PASSWORD", re.IGNORECASE)
 # Belt and braces: these are never secrets, whatever their values look like.
@@ -166,14 +175,11 @@ class Redactor:
 def _pattern_spans(s: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     spans = []
     for match in _PATTERNS.finditer(s, start, len(s) if end is None else end):
-        if match["url_password"] is not None:
+        masked = match.lastindex or 0
+        if match.group().startswith("://"):
             # The user part may itself be a key (https://ghp_…:x-oauth-basic@github.com).
-            spans += _pattern_spans(s, match.start(), match.end("url_head"))
-            spans.append(match.span("url_password"))
-        elif match["bearer_token"] is not None:
-            spans.append(match.span("bearer_token"))
-        else:
-            spans.append(match.span())
+            spans += _pattern_spans(s, match.start() + 3, match.start(masked))
+        spans.append(match.span(masked))
     return spans
 
 

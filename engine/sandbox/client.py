@@ -22,7 +22,7 @@ def connect(timeout: int = 120) -> docker.DockerClient:
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise DockerUnavailable(
             f"Docker is not reachable at {host} ({_short(e)}): start the daemon "
-            "(e.g. `sudo systemctl start docker`, or `bash packaging/docker-up` on this machine) "
+            "(e.g. `sudo systemctl start docker`, or `sudo bash packaging/docker-up`) "
             "or set DOCKER_HOST"
         ) from None
 
