@@ -22,13 +22,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import statistics
 import sys
 import tarfile
 import tempfile
 import textwrap
+import threading
 import time
+from collections import Counter
 from pathlib import Path
+from urllib.parse import urlparse
 
 import docker
 
@@ -83,6 +87,35 @@ PHASE_STEPS = {
     "check": ["exec_check"],
     "teardown": ["remove"],
 }
+
+
+class CallLog:
+    """Counts the Docker API requests made through one client (every docker-py call
+    ends in `APIClient.request`), to check both sides make the same ones."""
+
+    def __init__(self, client: docker.DockerClient):
+        self.calls: list[str] | None = None
+        self.lock = threading.Lock()
+        api = client.api
+        original = api.request
+
+        def request(method, url, *args, **kwargs):
+            if self.calls is not None:
+                path = re.sub(r"^/v[0-9.]+", "", urlparse(url).path)
+                path = re.sub(r"/[0-9a-f]{64}", "/{id}", path)
+                with self.lock:
+                    self.calls.append(f"{method} {path}")
+            return original(method, url, *args, **kwargs)
+
+        api.request = request  # instance attribute: shadows Session.request
+
+    def record(self, fn, *args):
+        self.calls = []
+        try:
+            fn(*args)
+            return Counter(self.calls)
+        finally:
+            self.calls = None
 
 
 # --- the raw side ---------------------------------------------------------------------
@@ -182,7 +215,7 @@ def raw_trial(client: docker.DockerClient, owner: str) -> tuple[float, dict[str,
 
 # --- the engine side ------------------------------------------------------------------
 
-def engine_trial(engine: Engine, store: Store, eval_path: Path, config, cases) -> tuple[float, dict[str, float]]:
+def engine_trial(engine: Engine, config, cases) -> tuple[float, dict[str, float]]:
     """One batch of one trial through the engine; returns the wall time and a timeline
     split from the events' arrival times (perf_counter, sub-millisecond)."""
     plan = BatchPlan(cases=cases, variants=config.select_variants(None), config=config,
@@ -246,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     client.ping()
     client.images.get(IMAGE)  # fails loudly when the image is missing
     owner = owner_id()
+    log = CallLog(client)
 
     with tempfile.TemporaryDirectory(prefix="proctor-bench-") as tmp:
         folder = Path(tmp)
@@ -255,15 +289,30 @@ def main(argv: list[str] | None = None) -> int:
         store = Store(folder / "proctor.db")
         engine = Engine(store, client)
         try:
-            engine_trial(engine, store, eval_path, config, cases)  # warm-up
-            raw_trial(client, owner)                                 # warm-up
+            # The warm-ups double as the check that both sides make the same Docker calls.
+            engine_calls = log.record(engine_trial, engine, config, cases)
+            raw_calls = log.record(raw_trial, client, owner)
+            same = "the same" if engine_calls == raw_calls else "DIFFERENT"
+            print(f"Docker API requests per trial: engine {sum(engine_calls.values())}, "
+                  f"raw {sum(raw_calls.values())} ({same})")
+            for call in sorted(engine_calls.keys() | raw_calls.keys()):
+                if engine_calls[call] != raw_calls[call]:
+                    print(f"  {call}: engine {engine_calls[call]}, raw {raw_calls[call]}")
+            print()
             engine_times: list[float] = []
             raw_times: list[float] = []
+            engine_cpu: list[float] = []  # this process's CPU time (all threads) per trial
+            raw_cpu: list[float] = []
             engine_spans: list[dict[str, float]] = []
             raw_steps: list[dict[str, float]] = []
             for n in range(1, args.rounds + 1):
-                e, spans = engine_trial(engine, store, eval_path, config, cases)
+                c0 = time.process_time()
+                e, spans = engine_trial(engine, config, cases)
+                c1 = time.process_time()
                 r, steps = raw_trial(client, owner)
+                c2 = time.process_time()
+                engine_cpu.append(c1 - c0)
+                raw_cpu.append(c2 - c1)
                 engine_times.append(e)
                 raw_times.append(r)
                 engine_spans.append(spans)
@@ -274,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
 
     med_e, med_r = statistics.median(engine_times), statistics.median(raw_times)
     print()
-    print(f"median engine: {ms(med_e)} ms")
-    print(f"median raw:    {ms(med_r)} ms")
+    print(f"median engine: {ms(med_e)} ms   (min {ms(min(engine_times)).strip()} ms)")
+    print(f"median raw:    {ms(med_r)} ms   (min {ms(min(raw_times)).strip()} ms)")
+    print(f"median Python CPU per trial (this process, all threads): engine {ms(statistics.median(engine_cpu)).strip()} ms, "
+          f"raw {ms(statistics.median(raw_cpu)).strip()} ms")
+    print(f"median of per-round ratios: {statistics.median(e / r for e, r in zip(engine_times, raw_times)):.2f}")
 
     def median_of(rows: list[dict[str, float]], key: str) -> float:
         return statistics.median(row.get(key, 0.0) for row in rows)

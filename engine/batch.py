@@ -16,7 +16,7 @@ import docker
 from .config import Config, Variant
 from .events import BatchFinished, BatchStarted, Event, EventSink, TrialFinished
 from .models import BatchSummary, TrialRecord
-from .sandbox.cleanup import owner_alive, owner_id, sweep
+from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.images import Images
 from .spec import Case, EvalFileError
 from .store import Store
@@ -83,21 +83,22 @@ class Engine:
                 except Exception as e:  # ImageMissing carries the sentence to print
                     raise EvalFileError(str(e), case.file, case.line) from None
 
-    def sweep(self) -> list[str]:
-        """Close what a process that is gone left behind: containers, and trials and
-        batches the store still shows as running. Returns the trials closed."""
-        swept = sweep(self.client)
-        closed = set(swept.trials or [])
-        for trial_id, _batch, owner in self.store.unfinished_trials():
-            if trial_id in closed or not owner_alive(owner):
-                closed.add(trial_id)
-        for trial_id in closed:
+    def sweep(self, everything: bool = False) -> Swept:
+        """Close what a process that is gone left behind: its containers, and the
+        trials and batches the store still shows as running (`infra_error`,
+        "engine stopped"). `everything` also removes live owners' containers."""
+        swept = sweep(self.client, everything=everything)
+        unfinished = {t: owner for t, _batch, owner in self.store.unfinished_trials()}
+        closed = {t for t in swept.trials or [] if t in unfinished}
+        closed |= {t for t, owner in unfinished.items() if owner != self.owner and not owner_alive(owner)}
+        for trial_id in sorted(closed):
             self.store.close_trial_as_infra(trial_id, ENGINE_STOPPED, utc_now())
         for batch_id, owner in self.store.running_batches():
-            if not owner_alive(owner):
+            if owner != self.owner and not owner_alive(owner):
                 self.store.finish_batch(batch_id, "failed", utc_now())
         self.store.flush()
-        return sorted(closed)
+        swept.trials = sorted(closed)
+        return swept
 
     def plan(self, plan: BatchPlan) -> BatchHandle:
         batch_id = new_id("b")

@@ -20,7 +20,6 @@ from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
 from .models import BatchSummary
 from .recorder import fmt_ms
 from .sandbox.client import DockerUnavailable, connect
-from .sandbox.cleanup import sweep
 from .spec import EvalFileError, find_eval_files, load_cases
 from .store import Store, StoreError, default_store_path
 
@@ -82,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("trial_id")
     show.add_argument("--json", action="store_true")
 
-    command("cleanup", cmd_cleanup, "remove every container, network and volume the engine left behind")
+    cleanup = command("cleanup", cmd_cleanup, "remove every container, network and volume the engine left behind")
+    cleanup.add_argument("--all", action="store_true",
+                         help="also remove those of engines still running (a studio, another run)")
     return parser
 
 
@@ -118,9 +119,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         engine = Engine(store, client)
         engine.check_images(plan)
-        closed = engine.sweep()
-        if closed and not args.json:
-            print(f"closed {len(closed)} trials left running by a stopped engine", file=sys.stderr)
+        swept = engine.sweep()
+        if swept.trials and not args.json:
+            print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)
         handle = engine.plan(plan)
         printer = _Printer(verbose=args.verbose, quiet=args.json)
         result: dict[str, BatchSummary] = {}
@@ -194,7 +195,7 @@ class _Printer:
             return None
         if isinstance(event, PhaseEnded):
             return f"{tag} {clock} {event.phase:<10} {event.summary}"
-        if isinstance(event, PhaseProgress) and event.phase in ("turn", "setup"):
+        if isinstance(event, PhaseProgress) and event.phase in ("image", "turn", "setup"):
             return f"{tag} {clock} {event.phase:<10}   {event.message}"
         return None
 
@@ -269,8 +270,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    swept = sweep(connect(), everything=True)
-    print(swept)
+    client = connect()
+    store = _open_store(args)
+    try:
+        print(Engine(store, client).sweep(everything=args.all))
+    finally:
+        store.close()
     return EXIT_OK
 
 

@@ -56,7 +56,8 @@ class Swept:
     trials: list[str] | None = None
 
     def __str__(self) -> str:
-        return f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes"
+        closed = f", closed {len(self.trials)} trials as infra_error" if self.trials else ""
+        return f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes{closed}"
 
 
 def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:

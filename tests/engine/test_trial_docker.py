@@ -362,6 +362,19 @@ def uses_built_image(c):
     assert first.image == second.image and first.image.startswith("proctor-image:")
 
 
+def test_dockerfile_images_are_built_from_their_folder(suite, run_eval):
+    marker = f"df-{os.getpid()}-{time.time_ns()}"
+    dockerfile = f"FROM proctor-test-base:bookworm\nCOPY hello.txt /opt/hello.txt\nRUN echo {marker} >> /opt/hello.txt\n"
+    path = suite(HEADER.replace("Install", "Install, Dockerfile") + """
+@evaluation(image=Dockerfile("docker/Dockerfile"))
+def uses_dockerfile(c):
+    c.exec("cat /opt/hello.txt").stdout.to_contain("hello from the context")
+""", files={"docker/Dockerfile": dockerfile, "docker/hello.txt": "hello from the context\n"})
+    record = one(*run_eval(path)[::2])
+    assert record.outcome == "pass", record.validations
+    assert record.phases[0].detail == "built"
+
+
 def test_a_failing_image_build_is_void(suite, run_eval):
     path = suite(HEADER + """
 @evaluation(image=Install("proctor-test-base:bookworm", ["exit 7"]))
@@ -425,7 +438,7 @@ def test_the_sweep_closes_trials_of_a_stopped_engine(store, docker_client):
         "proctor-test-base:bookworm", ["sleep", "infinity"], network_mode="none",
         labels=labels("b_live", "t_live", Engine(store, docker_client).owner))
     try:
-        closed = Engine(store, docker_client).sweep()
+        closed = Engine(store, docker_client).sweep().trials
         assert "t_sweeptest1" in closed
         after = store.get_trial("t_sweeptest1")
         assert after.outcome == "infra_error" and after.failure.reason == "engine stopped"
