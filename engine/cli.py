@@ -126,19 +126,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         printer = _Printer(verbose=args.verbose, quiet=args.json)
         result: dict[str, BatchSummary] = {}
         errors: list[BaseException] = []
+        done = threading.Event()
 
         def work() -> None:
             try:
                 result["summary"] = engine.run(plan, handle, printer)
             except BaseException as e:  # surfaced on the main thread below
                 errors.append(e)
+            finally:
+                done.set()
 
         runner = threading.Thread(target=work, name="batch")
         runner.start()
         interrupted = False
-        while runner.is_alive():
+        # Wait on an Event, not on runner.join(): a KeyboardInterrupt inside
+        # Thread.join() can leave the thread marked as stopped while it still
+        # runs (CPython gh-90882), and the batch's result would be read too early.
+        while not done.is_set():
             try:
-                runner.join(0.2)
+                done.wait(0.2)
             except KeyboardInterrupt:
                 if not interrupted:
                     interrupted = True

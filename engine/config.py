@@ -88,7 +88,7 @@ class Config(_Section):
         if unknown:
             raise EvalFileError(
                 f"no variant named {', '.join(unknown)} (variants: {', '.join(known)})", self.path)
-        return [known[n] for n in names]
+        return [known[n] for n in dict.fromkeys(names)]  # `--variant a --variant a` runs a once
 
 
 def find_config(start: Path) -> Path | None:

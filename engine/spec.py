@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import re
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,8 @@ def evaluation(
         raise fail(f"image must be a reference, Dockerfile(...) or Install(...), not {image!r}")
     if isinstance(image, Dockerfile) and image.base_dir is None:
         image = Dockerfile(image.path, image.context, base_dir)
+    if isinstance(image, Dockerfile) and not (image.base_dir / image.path).is_file():
+        raise fail(f"Dockerfile {image.path!r} does not exist ({(image.base_dir / image.path).resolve()})")
     if workspace is not None and not isinstance(workspace, (Git, str)):
         raise fail(f"workspace must be git(...) or a folder path, not {workspace!r}")
     if isinstance(workspace, str):
@@ -215,6 +218,9 @@ def evaluation(
             tags=list(tags or []),
         )
         setattr(fn, CASE_ATTR, case)
+        declared = getattr(_loading, "cases", None)
+        if declared is not None:
+            declared.append(case)
         return fn
 
     return decorate
@@ -235,6 +241,10 @@ def _file_bytes(content: Any, base_dir: Path, fail: Callable[[str], EvalFileErro
 
 
 # --- loading -----------------------------------------------------------------------
+
+# Every case declared while an eval file runs, so a case whose name a later one
+# shadows (two functions with one name) is an error, not a case silently lost.
+_loading = threading.local()
 
 
 def find_eval_files(paths: list[str | Path]) -> list[Path]:
@@ -260,6 +270,7 @@ def load_eval_file(path: Path) -> list[Case]:
         raise EvalFileError("cannot be loaded as Python", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    outer, _loading.cases = getattr(_loading, "cases", None), []
     try:
         spec.loader.exec_module(module)
     except EvalFileError:
@@ -267,8 +278,18 @@ def load_eval_file(path: Path) -> list[Case]:
     except SyntaxError as e:
         raise EvalFileError(f"syntax error: {e.msg}", e.filename or path, e.lineno) from None
     except BaseException as e:  # the eval file's own code failed: point at its line
-        raise EvalFileError(f"{type(e).__name__}: {e}", path, _line_in(e, path)) from None
-    cases = [getattr(v, CASE_ATTR) for v in vars(module).values() if hasattr(v, CASE_ATTR)]
+        raise EvalFileError(f"{type(e).__name__}: {e}", path, _line_in(e, Path(spec.origin or path))) from None
+    finally:
+        declared, _loading.cases = _loading.cases, outer
+    first: dict[str, Case] = {}
+    for case in sorted((c for c in declared if c.file == Path(spec.origin or path)), key=lambda c: c.line):
+        if case.id in first:
+            raise EvalFileError(f"case {case.id!r} is defined twice (also at line {first[case.id].line})",
+                                path, case.line)
+        first[case.id] = case
+    found = {id(case): case for case in (getattr(v, CASE_ATTR) for v in vars(module).values()
+                                         if hasattr(v, CASE_ATTR))}
+    cases = list(found.values())  # one each, even when a case is bound to two names
     if not cases:
         raise EvalFileError("no @evaluation cases in this file", path)
     return sorted(cases, key=lambda c: c.line)

@@ -1,0 +1,584 @@
+"""`proctor` as a user runs it: a subprocess, its exit status, stdout and stderr.
+
+Mistakes end in exit 2 and one line naming the file and line; Docker missing in
+exit 3 and one line saying what to do; the demo suite's -v lines, --json batch
+and `show --json` records follow SPEC.md; Ctrl-C ends in 130 with nothing left
+behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+BASE_IMAGE = "proctor-test-base:bookworm"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "examples" / "demo"
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE")
+
+PHASE_LINE = re.compile(r"^\[(\w+)#(\d+) (\S+)\] \d\d:\d\d:\d\d (\w+)\s+.+")
+PHASES_OF_A_SCORED_TRIAL = ["image", "container", "env", "workspace", "files", "setup", "snapshot",
+                            "harness", "turn", "diff", "check", "teardown", "record"]
+PHASES_OF_A_SETUP_FAILURE = ["image", "container", "env", "workspace", "files", "setup", "teardown", "record"]
+
+DISTRIBUTION_KEYS = {"trials", "scored", "passed", "failed", "voided", "pass_rate", "deterministic",
+                     "command_min", "command_median", "command_max"}
+RECORD_KEYS = {"schema_version", "id", "batch_id", "run_id", "case_id", "variant", "trial", "trigger",
+               "outcome", "failure", "void_fields", "started_at", "finished_at", "timings", "usage",
+               "usage_warnings", "phases", "turns", "trajectory", "command_count", "validations",
+               "egress", "artifacts"}
+TIMING_KEYS = {"setup_ms", "agent_ms", "diff_ms", "checks_ms", "judge_ms", "teardown_ms"}
+USAGE_KEYS = {"input", "output", "cache_read", "cache_write", "reasoning"}
+KIND_KEYS = {"message": {"role", "text"}, "command": {"command", "exit_code", "output"},
+             "toolCall": {"name", "input", "output"}, "fileChange": {"path", "change"}}
+
+
+# --- running proctor ------------------------------------------------------------------------------
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The test's environment without CI markers (so the trigger is `cli`), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES and k != "PROCTOR_STORE"}
+    env.update(extra)
+    return env
+
+
+def proctor(*args: str | Path, store: Path, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "engine.cli", *map(str, args), "--store", str(store)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else cli_env(), cwd=store.parent)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def write_suite(folder: Path, eval_source: str, toml: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "proctor.toml").write_text(textwrap.dedent(toml if toml is not None else f"""
+        [defaults]
+        image = "{BASE_IMAGE}"
+        timeout = "2m"
+
+        [[variants]]
+        name = "scripted"
+        harness = "command"
+        command = "true"
+    """))
+    path = folder / "suite.eval.py"
+    path.write_text(textwrap.dedent(eval_source).lstrip("\n"))
+    return path
+
+
+def line_of(path: Path, marker: str) -> int:
+    return next(n for n, text in enumerate(path.read_text().splitlines(), 1) if marker in text)
+
+
+def trials_of(batch: dict) -> dict[str, dict]:
+    """case_id -> its (only) trial summary."""
+    return {run["case_id"]: trial for run in batch["runs"] for trial in run["trials"]}
+
+
+# --- mistakes: exit 2, one line naming file and line (no Docker needed) -----------------------------
+
+
+@pytest.mark.parametrize(("source", "marker", "words"), [
+    ("""
+        from engine import evaluation
+
+
+        @evaluation(
+        def broken(c):
+            pass
+    """, "@evaluation(", ["syntax error"]),
+    ("""
+        from engine import evaluation
+
+
+        @evaluation(imagee="proctor-test-base:bookworm")
+        def typo(c):
+            pass
+    """, "imagee=", ["imagee"]),
+    ("""
+        from engine import evaluation
+
+
+        @evaluation(timeout="fast")
+        def slow(c):
+            pass
+    """, 'timeout="fast"', ["timeout", "'fast'"]),
+    ("""
+        from engine import Step, evaluation
+
+
+        @evaluation(setup=[Step("make", timeout="soon")])
+        def builds(c):
+            pass
+    """, "Step(", ["'soon'"]),
+], ids=["syntax-error", "unknown-option", "bad-timeout", "bad-step-timeout"])
+def test_eval_file_mistake_exits_2_with_one_line(tmp_path, source, marker, words):
+    path = write_suite(tmp_path / "suite", source)
+    done = proctor("run", path, store=tmp_path / "proctor.db")
+    line = assert_one_line_error(done, 2, *words)
+    assert f"{path}:{line_of(path, marker)}:" in line
+    assert done.stdout == ""
+
+
+def test_bad_proctor_toml_exits_2_naming_its_line(tmp_path):
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation
+
+        @evaluation()
+        def fine(c):
+            pass
+    """, toml="""
+        [defaults]
+        imagee = "typo"
+    """)
+    config = path.parent / "proctor.toml"
+    assert_one_line_error(proctor("run", path, store=tmp_path / "proctor.db"), 2,
+                          f"{config}:{line_of(config, 'imagee')}:", "imagee")
+
+
+def test_unknown_case_and_variant_exit_2(tmp_path):
+    store = tmp_path / "proctor.db"
+    assert_one_line_error(proctor("run", DEMO, "--case", "nope", store=store), 2,
+                          "no case named nope", "writes_greet")
+    assert_one_line_error(proctor("run", DEMO, "--variant", "nope", store=store), 2,
+                          "no variant named nope", "scripted")
+
+
+def test_path_that_does_not_exist_exits_2(tmp_path):
+    assert_one_line_error(proctor("run", tmp_path / "nope.eval.py", store=tmp_path / "proctor.db"), 2,
+                          "nope.eval.py", "no such file")
+
+
+def test_docker_not_reachable_exits_3_saying_what_to_do(tmp_path):
+    done = proctor("run", DEMO, store=tmp_path / "proctor.db",
+                   env=cli_env(DOCKER_HOST="unix:///nonexistent.sock"))
+    line = assert_one_line_error(done, 3, "Docker", "unix:///nonexistent.sock")
+    assert "start" in line and "DOCKER_HOST" in line  # what to do about it
+
+
+def test_missing_image_exits_2_naming_the_image_and_the_line(tmp_path, docker_client):
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation
+
+
+        @evaluation(image="proctor-no-such-image:1")
+        def needs_an_image(c):
+            pass
+    """)
+    done = proctor("run", path, store=tmp_path / "proctor.db", timeout=120)
+    assert_one_line_error(done, 2, "proctor-no-such-image:1", f"{path}:{line_of(path, 'image=')}:")
+
+
+def test_show_unknown_trial_exits_2(tmp_path):
+    assert_one_line_error(proctor("show", "t_nope", store=tmp_path / "proctor.db"), 2, "t_nope")
+
+
+def test_ls_unknown_batch_exits_2(tmp_path):
+    assert_one_line_error(proctor("ls", "--batch", "b_nope", store=tmp_path / "proctor.db"), 2, "b_nope")
+
+
+def test_ls_on_an_empty_store_says_how_to_start(tmp_path):
+    done = proctor("ls", store=tmp_path / "proctor.db")
+    assert done.returncode == 0 and "no batches" in done.stdout
+    assert json.loads(proctor("ls", "--json", store=tmp_path / "proctor.db").stdout) == []
+
+
+# --- the demo suite ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_verbose(docker_client, tmp_path_factory):
+    store = tmp_path_factory.mktemp("demo-v") / "proctor.db"
+    return proctor("run", DEMO, "-v", store=store)
+
+
+@pytest.fixture(scope="module")
+def demo_json(docker_client, tmp_path_factory):
+    """The demo's batch as `run --json` printed it, and its store."""
+    store = tmp_path_factory.mktemp("demo-json") / "proctor.db"
+    done = proctor("run", DEMO, "--json", store=store)
+    assert done.returncode == 1, done.stderr
+    return json.loads(done.stdout), store
+
+
+@pytest.fixture(scope="module")
+def demo_records(demo_json):
+    """case_id -> its record, as `proctor show ID --json` printed it."""
+    batch, store = demo_json
+    records = {}
+    for case_id, trial in trials_of(batch).items():
+        done = proctor("show", trial["id"], "--json", store=store)
+        assert done.returncode == 0, done.stderr
+        records[case_id] = json.loads(done.stdout)
+    return records
+
+
+def test_demo_exits_1_because_a_trial_failed(demo_verbose):
+    assert demo_verbose.returncode == 1, demo_verbose.stderr
+    assert "Traceback" not in demo_verbose.stderr
+
+
+def test_demo_verbose_lines_have_the_spec_shape(demo_verbose):
+    tagged = [line for line in demo_verbose.stdout.splitlines() if line.startswith("[")]
+    assert tagged
+    for line in tagged:
+        assert PHASE_LINE.match(line), line
+    tags = {PHASE_LINE.match(line).group(1, 2, 3) for line in tagged}
+    assert tags == {("writes_greet", "1", "scripted"), ("adds_numbers", "1", "scripted"),
+                    ("needs_a_lockfile", "1", "scripted")}
+
+
+def phases_printed(stdout: str, case_id: str) -> list[str]:
+    """The phase names of one trial's -v lines, repeats in a row collapsed."""
+    names: list[str] = []
+    for line in stdout.splitlines():
+        match = PHASE_LINE.match(line)
+        if match and match.group(1) == case_id and (not names or names[-1] != match.group(4)):
+            names.append(match.group(4))
+    return names
+
+
+@pytest.mark.parametrize(("case_id", "phases"), [
+    ("writes_greet", PHASES_OF_A_SCORED_TRIAL),
+    ("adds_numbers", PHASES_OF_A_SCORED_TRIAL),
+    ("needs_a_lockfile", PHASES_OF_A_SETUP_FAILURE),
+])
+def test_demo_verbose_prints_phases_in_spec_order(demo_verbose, case_id, phases):
+    assert phases_printed(demo_verbose.stdout, case_id) == phases
+
+
+@pytest.mark.parametrize(("case_id", "outcome"), [
+    ("writes_greet", "pass"), ("adds_numbers", "fail"), ("needs_a_lockfile", "infra_error"),
+])
+def test_demo_verbose_teardown_line_says_the_outcome(demo_verbose, case_id, outcome):
+    teardown = [line for line in demo_verbose.stdout.splitlines()
+                if line.startswith(f"[{case_id}#1 ") and PHASE_LINE.match(line).group(4) == "teardown"]
+    assert len(teardown) == 1
+    assert re.search(rf"teardown\s+outcome {outcome}\b", teardown[0]), teardown[0]
+
+
+def test_demo_json_has_the_spec_shape(demo_json):
+    batch, _ = demo_json
+    assert {"batch_id", "trigger", "status", "runs"} <= batch.keys()
+    assert batch["batch_id"].startswith("b_")
+    assert batch["trigger"] == "cli"
+    assert batch["status"] == "finished"
+    assert [run["case_id"] for run in batch["runs"]] == ["writes_greet", "adds_numbers", "needs_a_lockfile"]
+    for run in batch["runs"]:
+        assert {"run_id", "case_id", "variant", "distribution", "trials"} <= run.keys()
+        assert run["run_id"].startswith("r_") and run["variant"] == "scripted"
+        assert set(run["distribution"]) == DISTRIBUTION_KEYS
+        for trial in run["trials"]:
+            assert {"id", "trial", "outcome", "failure"} <= trial.keys()
+            assert trial["id"].startswith("t_") and trial["trial"] == 1
+
+
+def test_demo_json_outcomes_and_distributions(demo_json):
+    batch, _ = demo_json
+    trials = trials_of(batch)
+    assert {case: t["outcome"] for case, t in trials.items()} == {
+        "writes_greet": "pass", "adds_numbers": "fail", "needs_a_lockfile": "infra_error"}
+    assert trials["writes_greet"]["failure"] is None
+    assert trials["adds_numbers"]["failure"]["kind"] == "assertion"
+    assert trials["needs_a_lockfile"]["failure"]["kind"] == "infra"
+
+    runs = {run["case_id"]: run["distribution"] for run in batch["runs"]}
+    assert runs["writes_greet"]["pass_rate"] == 1.0
+    assert runs["adds_numbers"]["pass_rate"] == 0.0
+    void = runs["needs_a_lockfile"]
+    assert void["pass_rate"] is None  # no scored trial: no result, not 0
+    assert (void["trials"], void["scored"], void["voided"]) == (1, 0, 1)
+
+
+def test_show_json_has_every_field_of_the_record(demo_records):
+    for case_id, record in demo_records.items():
+        assert RECORD_KEYS <= record.keys(), (case_id, RECORD_KEYS - record.keys())
+        assert record["schema_version"] == 1
+        assert record["case_id"] == case_id and record["variant"] == "scripted" and record["trial"] == 1
+        assert record["trigger"] == "cli"
+        assert TIMING_KEYS <= record["timings"].keys()
+        assert USAGE_KEYS <= record["usage"].keys()
+        for span in record["phases"]:
+            assert {"phase", "status", "start_ms", "end_ms", "detail"} <= span.keys()
+        for turn in record["turns"]:
+            assert {"index", "prompt", "status", "ms", "diff", "files_changed"} <= turn.keys()
+        for item in record["trajectory"]:
+            assert {"kind", "turn", "at", "truncated"} | KIND_KEYS[item["kind"]] <= item.keys(), item
+        for validation in record["validations"]:
+            assert {"kind", "name", "status", "evidence"} <= validation.keys()
+        for artifact in record["artifacts"]:
+            assert {"path", "bytes", "sha256"} <= artifact.keys()
+        assert isinstance(record["egress"], list)
+
+
+def test_show_json_agrees_with_the_batch(demo_json, demo_records):
+    batch, _ = demo_json
+    for run in batch["runs"]:
+        record = demo_records[run["case_id"]]
+        (trial,) = run["trials"]
+        assert record["id"] == trial["id"]
+        assert (record["batch_id"], record["run_id"]) == (batch["batch_id"], run["run_id"])
+        assert record["outcome"] == trial["outcome"]
+        assert record["failure"] == trial["failure"]
+
+
+def test_pass_record_diff_holds_the_agents_work_only(demo_records):
+    record = demo_records["writes_greet"]
+    assert record["outcome"] == "pass" and record["failure"] is None and record["void_fields"] == []
+    (turn,) = record["turns"]
+    assert turn["status"] == "completed"
+    assert "+++ b/greet.py" in turn["diff"]
+    assert "greet.py" in turn["files_changed"]
+    # What `files` and `rules` placed is part of the starting point, not of the agent's work.
+    assert ".agent/agent.py" not in turn["diff"] and "AGENTS.md" not in turn["diff"]
+    assert ".agent/agent.py" not in turn["files_changed"] and "AGENTS.md" not in turn["files_changed"]
+    assert [v["status"] for v in record["validations"]] == ["passed", "passed"]
+    assert record["command_count"] == 1
+    assert record["usage"]["input"] == 1200 and record["usage"]["cache_read"] == 1000
+    assert [a["path"] for a in record["artifacts"]] == ["greet.py"]
+
+
+def test_fail_record_keeps_the_failed_check(demo_records):
+    record = demo_records["adds_numbers"]
+    assert record["outcome"] == "fail" and record["failure"]["kind"] == "assertion"
+    (validation,) = record["validations"]
+    assert validation["status"] == "failed"
+    assert validation["evidence"]["exit_code"] == 1
+
+
+def test_infra_record_is_void_and_says_why(demo_records):
+    record = demo_records["needs_a_lockfile"]
+    assert record["outcome"] == "infra_error"
+    assert record["void_fields"], "a void trial names the missing evidence"
+    reason = record["failure"]["reason"]
+    assert "setup" in reason and "\n" not in reason
+    assert record["turns"] == [] and record["validations"] == []
+    assert [span["phase"] for span in record["phases"]] == PHASES_OF_A_SETUP_FAILURE
+
+
+def test_show_human_output(demo_json):
+    batch, store = demo_json
+    failed = trials_of(batch)["adds_numbers"]
+    done = proctor("show", failed["id"], store=store)
+    assert done.returncode == 0, done.stderr
+    first, *rest = done.stdout.splitlines()
+    assert failed["id"] in first and "adds_numbers#1" in first and "scripted" in first and "fail" in first
+    assert any("assertion:" in line for line in rest)
+    for phase in PHASES_OF_A_SCORED_TRIAL:
+        assert any(line.split()[:1] == [phase] for line in rest), phase
+
+
+def test_ls_shows_the_batch_and_its_trials(demo_json):
+    batch, store = demo_json
+    done = proctor("ls", store=store)
+    assert done.returncode == 0, done.stderr
+    assert batch["batch_id"] in done.stdout
+    for case_id, trial in trials_of(batch).items():
+        assert case_id in done.stdout
+        assert re.search(rf"{trial['id']}\s+#1 {trial['outcome']}", done.stdout), trial
+
+
+def test_ls_json_lists_batches_in_the_run_json_shape(demo_json):
+    batch, store = demo_json
+    done = proctor("ls", "--json", store=store)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert isinstance(listed, list)
+    assert [b for b in listed if b["batch_id"] == batch["batch_id"]] == [batch]
+    one = json.loads(proctor("ls", "--batch", batch["batch_id"], "--json", store=store).stdout)
+    assert one == [batch]
+
+
+# --- filters and trigger --------------------------------------------------------------------------------
+
+FILTER_TOML = f"""
+    [defaults]
+    image = "{BASE_IMAGE}"
+    timeout = "2m"
+    concurrency = 4
+
+    [[variants]]
+    name = "a"
+    command = "true"
+
+    [[variants]]
+    name = "b"
+    command = "true"
+
+    [[variants]]
+    name = "c"
+    command = "true"
+"""
+
+FILTER_CASES = """
+    from engine import evaluation
+
+
+    @evaluation()
+    def one(c):
+        c.send("hi")
+
+
+    @evaluation()
+    def two(c):
+        c.send("hi")
+
+
+    @evaluation()
+    def three(c):
+        c.send("hi")
+"""
+
+
+def test_case_and_variant_filters_repeat(tmp_path, docker_client):
+    path = write_suite(tmp_path / "suite", FILTER_CASES, toml=FILTER_TOML)
+    done = proctor("run", path, "--case", "one", "--case", "three", "--variant", "a", "--variant", "c",
+                   "--variant", "a", "--json", store=tmp_path / "proctor.db")
+    assert done.returncode == 0, done.stderr
+    batch = json.loads(done.stdout)
+    assert [(run["case_id"], run["variant"]) for run in batch["runs"]] == [
+        ("one", "a"), ("one", "c"), ("three", "a"), ("three", "c")]
+    assert all(t["outcome"] == "pass" for run in batch["runs"] for t in run["trials"])
+
+
+def test_infra_errors_and_no_failures_exit_3(tmp_path, docker_client):
+    done = proctor("run", DEMO, "--case", "needs_a_lockfile", "--trials", "2", "--json",
+                   store=tmp_path / "proctor.db")
+    assert done.returncode == 3, done.stderr
+    (run,) = json.loads(done.stdout)["runs"]
+    assert [t["outcome"] for t in run["trials"]] == ["infra_error", "infra_error"]
+    assert run["distribution"]["pass_rate"] is None
+
+
+def test_trigger_is_ci_under_ci_and_cli_otherwise(tmp_path, docker_client):
+    store = tmp_path / "proctor.db"
+    under_ci = proctor("run", DEMO, "--case", "writes_greet", "--json", store=store, env=cli_env(CI="true"))
+    assert under_ci.returncode == 0, under_ci.stderr
+    assert json.loads(under_ci.stdout)["trigger"] == "ci"
+    plain = proctor("run", DEMO, "--case", "writes_greet", "--json", store=store)  # CI removed from env
+    assert plain.returncode == 0, plain.stderr
+    batch = json.loads(plain.stdout)
+    assert batch["trigger"] == "cli"
+    (trial,) = trials_of(batch).values()
+    record = json.loads(proctor("show", trial["id"], "--json", store=store).stdout)
+    assert record["trigger"] == "cli"
+
+
+# --- cleanup -----------------------------------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    pid = 4_000_000
+    while Path(f"/proc/{pid}").exists():
+        pid += 1
+    return pid
+
+
+def test_cleanup_removes_dead_owners_containers_and_keeps_live_ones(tmp_path, docker_client):
+    from docker.errors import NotFound
+
+    from engine.sandbox.cleanup import owner_id
+
+    def container(owner: str):
+        return docker_client.containers.create(
+            BASE_IMAGE, ["sleep", "infinity"], network_mode="none",
+            labels={"proctor": "1", "proctor.owner": owner, "proctor.batch": "b_cleanup_test"})
+
+    dead = container(f"{socket.gethostname()}:{_dead_pid()}:1")
+    live = container(owner_id())  # this test process: alive
+    try:
+        done = proctor("cleanup", store=tmp_path / "proctor.db")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("removed ")
+        with pytest.raises(NotFound):
+            docker_client.containers.get(dead.id)
+        docker_client.containers.get(live.id)  # still there
+    finally:
+        for leftover in (dead, live):
+            try:
+                leftover.remove(force=True)
+            except NotFound:
+                pass
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_exits_130_skips_the_rest_and_leaves_nothing(tmp_path, docker_client):
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation
+
+
+        @evaluation(trials=3)
+        def waits(c):
+            c.send("wait a minute")
+    """, toml=f"""
+        [defaults]
+        image = "{BASE_IMAGE}"
+        timeout = "5m"
+        concurrency = 1
+
+        [[variants]]
+        name = "sleeper"
+        harness = "command"
+        command = "sleep 60"
+    """)
+    store = tmp_path / "proctor.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(path), "-v", "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=tmp_path)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(" harness " in line for line in lines) and time.monotonic() < deadline:
+            assert process.poll() is None, "".join(lines) + process.stderr.read()
+            time.sleep(0.1)
+        assert any(" harness " in line for line in lines), "the first trial never reached its turn"
+        time.sleep(1)  # the agent is now sleeping in its turn
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    reader.join(5)
+    stderr = process.stderr.read()
+
+    assert code == 130, (code, "".join(lines), stderr)
+    assert took < 15, f"took {took:.1f}s to stop"
+    assert "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr
+
+    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
+    assert batch["status"] == "interrupted"
+    outcomes = [t["outcome"] for t in batch["runs"][0]["trials"]]
+    assert outcomes[0] not in ("pass", "skipped", None)  # it was running: stopped, not scored as a pass
+    assert outcomes[1:] == ["skipped", "skipped"]
+    left = docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch['batch_id']}"})
+    assert left == [], "the interrupted batch left containers behind"
