@@ -18,6 +18,7 @@ from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
 from .phases.diff import tree_diff
 from .sandbox.container import SandboxGone
+from .spec import parse_duration
 
 if TYPE_CHECKING:
     from .trial import Trial
@@ -135,8 +136,6 @@ class Context:
 
     def exec(self, command: str, timeout: str | float | None = None) -> ExecResult:
         """Run a check command in the sandbox; use the matchers on what it returns."""
-        from .spec import parse_duration
-
         self._live()
         trial, rec = self._trial, self._trial.recorder
         self._checks += 1
@@ -166,7 +165,8 @@ class Context:
         full_state = {"task": "\n\n".join(self._prompts), "final_message": self._final_message,
                       "files_changed": self._files_changed, "diff": self._cumulative, **(state or {})}
         with rec.phase("judge", index=self._judges, detail=criterion) as phase:
-            validation = ask_judge(trial.config.judge, criterion, threshold, full_state)
+            validation = ask_judge(trial.config.judge, criterion, threshold, full_state,
+                                   budget_s=self._remaining())
             score = validation.evidence.get("judgment", {}).get("score")
             phase.text = f"{self._judges} {validation.status}" + (
                 f" · score {score:.2f} vs {threshold:.2f}" if score is not None else "")

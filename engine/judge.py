@@ -58,7 +58,8 @@ def parse_judgment(content: str) -> dict[str, Any] | None:
 
 
 def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
-              state: dict[str, Any], deadline: float | None = None) -> Validation:
+              state: dict[str, Any], budget_s: float | None = None) -> Validation:
+    """`budget_s`: what is left of the trial's timeout; retries never run past it."""
     validation = Validation(kind="judge", name=criterion, status="error",
                             evidence={"criterion": criterion, "threshold": threshold})
     evidence = validation.evidence
@@ -76,10 +77,14 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = config.base_url.rstrip("/") + "/chat/completions"
     started = time.monotonic()
-    with httpx.Client(timeout=config.timeout) as client:
+    ends = started + (budget_s if budget_s is not None else float("inf"))
+    with httpx.Client(timeout=min(config.timeout, budget_s or config.timeout)) as client:
         for attempt in range(config.retries + 1):
             if attempt:
-                time.sleep(min(0.5 * 2 ** (attempt - 1), 8))
+                pause = min(0.5 * 2 ** (attempt - 1), 8)
+                if time.monotonic() + pause >= ends:
+                    break
+                time.sleep(pause)
             try:
                 response = client.post(url, json=request, headers=headers)
             except httpx.HTTPError as e:

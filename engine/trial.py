@@ -120,7 +120,8 @@ class Trial:
     def run(self) -> TrialRecord:
         rec, record = self.recorder, self.record
         record.started_at = utc_now()
-        record.source = limits.cap_source({str(self.case.file): self.case.file.read_text()})
+        sources = [self.case.file] + ([self.config.path] if self.config.path else [])
+        record.source = limits.cap_source({str(p): p.read_text(errors="replace") for p in sources})
         rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id))
         void: Void | None = None
         try:
@@ -182,7 +183,7 @@ class Trial:
             self.snapshot = self.sandbox.read_tree()
             phase.text = _plural(len(self.snapshot), "file")
         with rec.phase("harness") as phase:
-            phase.text = f"{self.plan.variant.harness} · {self.harness.start(self.sandbox)}"
+            phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id, **self.case.env}
@@ -206,7 +207,9 @@ class Trial:
                     raise Void(f"setup step {i} `{step.command}` timed out after {fmt_ms(int(step.timeout * 1000))}",
                                f"setup step {i}")
                 if out.exit_code != 0:
-                    raise Void(f"setup step {i} `{step.command}` exited {out.exit_code}", f"setup step {i}")
+                    last = out.output.strip().splitlines()[-1:]
+                    why = f": {last[0][:160]}" if last else ""
+                    raise Void(f"setup step {i} `{step.command}` exited {out.exit_code}{why}", f"setup step {i}")
         finally:
             self.record.setup_log = "".join(log)
         return _plural(len(self.case.setup), "step")
@@ -325,7 +328,10 @@ def _check_reason(v: Validation) -> str:
     if "error" in v.evidence:
         return f"`{v.name}` {v.evidence['error']}"
     failed = [a["message"] for a in v.evidence.get("assertions", []) if not a["passed"]]
-    return f"`{v.name}` " + ("; ".join(failed) if failed else f"exited {v.evidence.get('exit_code')}")
+    reason = f"`{v.name}` " + ("; ".join(failed) if failed else f"exited {v.evidence.get('exit_code')}")
+    # The last line of stderr usually says why (an assertion message, a missing file).
+    last = (v.evidence.get("stderr") or "").strip().splitlines()[-1:]
+    return reason + (f": {last[0][:160]}" if last and v.evidence.get("exit_code") else "")
 
 
 def _judge_reason(v: Validation) -> str:

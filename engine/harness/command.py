@@ -76,7 +76,7 @@ class CommandHarness:
         self.command = variant.command
 
     def start(self, sandbox: Sandbox) -> str:
-        return f"command: {self.command}"
+        return self.command
 
     def run_turn(self, sandbox: Sandbox, prompt: str, turn: int, timeout: float,
                  on_item: OnItem) -> TurnOutput:

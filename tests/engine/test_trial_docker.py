@@ -134,7 +134,7 @@ def harness_fails(c):
     for record in (slow, failing, harness):
         assert record.outcome == "infra_error" and record.failure.kind == "infra"
     assert "timed out" in slow.failure.reason and slow.failure.where == "setup step 1"
-    assert "setup step 2 `exit 4` exited 4" == failing.failure.reason
+    assert failing.failure.reason == "setup step 2 `exit 4` exited 4"
     assert "$ echo ok\nok" in failing.setup_log
     assert failing.void_fields == ["turns", "trajectory", "validations"]
     assert "failed: model endpoint unreachable" in harness.failure.reason
