@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `proctor ls --json | head`
+        sys.stderr.close()
+        return EXIT_OK
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import re
 import sys
 import threading
@@ -278,7 +279,13 @@ def load_eval_file(path: Path) -> list[Case]:
     except SyntaxError as e:
         raise EvalFileError(f"syntax error: {e.msg}", e.filename or path, e.lineno) from None
     except BaseException as e:  # the eval file's own code failed: point at its line
-        raise EvalFileError(f"{type(e).__name__}: {e}", path, _line_in(e, Path(spec.origin or path))) from None
+        line = _line_in(e, Path(spec.origin or path))
+        unknown = re.match(r"evaluation\(\) got an unexpected keyword argument '(\w+)'", str(e))
+        if unknown:
+            options = ", ".join(inspect.signature(evaluation).parameters)
+            raise EvalFileError(f"unknown option {unknown.group(1)!r} for @evaluation (options: {options})",
+                                path, line) from None
+        raise EvalFileError(f"{type(e).__name__}: {e}", path, line) from None
     finally:
         declared, _loading.cases = _loading.cases, outer
     first: dict[str, Case] = {}

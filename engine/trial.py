@@ -271,6 +271,7 @@ class Trial:
         rec, record = self.recorder, self.record
         record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
         record.command_count = sum(i.kind == "command" for i in record.trajectory)
+        _mark_failed_checks(record)
         record.timings = _timings(record)
         record.finished_at = utc_now()
         with rec.phase("record") as phase:
@@ -310,6 +311,16 @@ class Trial:
         if not record.validations:
             missing.append("validations")
         return missing
+
+
+def _mark_failed_checks(record: TrialRecord) -> None:
+    """A check phase ends when its command returns, before its matchers run; its span
+    in the record takes the verdict, so the timeline shows failed checks as failed."""
+    commands = [v for v in record.validations if v.kind == "command"]
+    spans = [s for s in record.phases if s.phase == "check"]
+    for span, validation in zip(spans, commands):
+        if span.status == "ok" and validation.status in ("failed", "error"):
+            span.status = validation.status
 
 
 def _check_validation(error: BaseException, eval_file: Path) -> Validation:

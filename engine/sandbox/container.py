@@ -144,7 +144,7 @@ class Sandbox:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             for member in tar:
                 rel = str(PurePosixPath(member.name).relative_to(root)) if member.name != root else ""
-                if not rel or (skip_git and (rel == ".git" or rel.startswith(".git/"))):
+                if not rel or (skip_git and _skipped(rel)):
                     continue
                 if member.issym():
                     tree[rel] = f"-> {member.linkname}".encode()
@@ -176,6 +176,13 @@ class Sandbox:
             self.container.remove(force=True)
         except NotFound:
             pass
+
+
+def _skipped(rel: str) -> bool:
+    """Left out of snapshots and diffs: git's own files, and Python's bytecode caches,
+    which are noise the agent did not write."""
+    parts = rel.split("/")
+    return parts[0] == ".git" or "__pycache__" in parts
 
 
 class _Collector:

@@ -172,7 +172,9 @@ def test_unknown_evaluation_option_points_at_the_decorator(tmp_path):
         def typo(c):
             pass
     """)
-    assert_points_at(load_error(path), path, line_of(path, "imagee="), "imagee")
+    error = load_error(path)
+    assert_points_at(error, path, line_of(path, "imagee="), "imagee")
+    assert "unknown option 'imagee' for @evaluation (options: image, workspace" in str(error)
 
 
 def test_bad_timeout_points_at_the_decorator(tmp_path):
