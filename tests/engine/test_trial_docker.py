@@ -348,7 +348,7 @@ def judged(c):
     assert [p.phase for p in record.phases].count("judge") == 3
 
 
-def test_install_images_are_built_once_and_cached(suite, run_eval):
+def test_install_images_are_built_once_and_cached(suite, run_eval, docker_client):
     marker = f"built-{os.getpid()}-{time.time_ns()}"
     path = suite(HEADER + f"""
 @evaluation(image=Install("proctor-test-base:bookworm", ["echo {marker} > /opt/marker"]))
@@ -360,9 +360,10 @@ def uses_built_image(c):
     assert first.outcome == second.outcome == "pass"
     assert first.phases[0].detail == "built" and second.phases[0].detail == "cache hit"
     assert first.image == second.image and first.image.startswith("proctor-image:")
+    docker_client.images.remove(first.image, force=True)  # unique per run: do not pile up
 
 
-def test_dockerfile_images_are_built_from_their_folder(suite, run_eval):
+def test_dockerfile_images_are_built_from_their_folder(suite, run_eval, docker_client):
     marker = f"df-{os.getpid()}-{time.time_ns()}"
     dockerfile = f"FROM proctor-test-base:bookworm\nCOPY hello.txt /opt/hello.txt\nRUN echo {marker} >> /opt/hello.txt\n"
     path = suite(HEADER.replace("Install", "Install, Dockerfile") + """
@@ -373,6 +374,7 @@ def uses_dockerfile(c):
     record = one(*run_eval(path)[::2])
     assert record.outcome == "pass", record.validations
     assert record.phases[0].detail == "built"
+    docker_client.images.remove(record.image, force=True)
 
 
 def test_a_failing_image_build_is_void(suite, run_eval):
