@@ -4,7 +4,7 @@
 Both sides make the same Docker calls for a one-turn, one-check trial on a
 cached image with an empty workspace:
 
-    images.get · containers.create (+ its inspect) · start · put_archive (workspace)
+    images.get · create_container · start · put_archive (workspace)
     · get_archive (snapshot) · put_archive (prompt) · exec create/start/inspect (agent)
     · get_archive (diff) · exec create/start/inspect (check) · remove(force=True)
 
@@ -177,39 +177,39 @@ def raw_trial(client: docker.DockerClient, owner: str) -> tuple[float, dict[str,
     try:
         client.images.get(IMAGE)
         t = step("image_get", t)
-        container = client.containers.create(
-            IMAGE, command=["sleep", "infinity"], init=True, network_mode="none",
-            labels=proctor_labels(new_id("b"), trial_id, owner), working_dir="/",
-            hostname="sandbox", detach=True)
+        container = api.create_container(
+            IMAGE, command=["sleep", "infinity"], labels=proctor_labels(new_id("b"), trial_id, owner),
+            working_dir="/", hostname="sandbox", stop_timeout=2,
+            host_config=api.create_host_config(init=True, network_mode="none"))["Id"]
         t = step("create", t)
-        container.start()
+        api.start(container)
         t = step("start", t)
-        container.put_archive("/", _workspace_tar())
+        api.put_archive(container, "/", _workspace_tar())
         t = step("put_workspace", t)
-        chunks, _ = container.get_archive("/workspace")
+        chunks, _ = api.get_archive(container, "/workspace")
         b"".join(chunks)
         t = step("get_snapshot", t)
         prompt_path, prompt_tar = _prompt_tar(1)
-        container.put_archive("/", prompt_tar)
+        api.put_archive(container, "/", prompt_tar)
         t = step("put_prompt", t)
-        code, out, _ = _exec(api, container.id, AGENT, {**env, "PROCTOR_PROMPT": PROMPT, "PROCTOR_TURN": "1"},
+        code, out, _ = _exec(api, container, AGENT, {**env, "PROCTOR_PROMPT": PROMPT, "PROCTOR_TURN": "1"},
                              prompt_path, TIMEOUT_S)
         if code != 0 or b'"finished"' not in out:
             print(f"  warning: raw agent exec exited {code}: {out!r}", file=sys.stderr)
         t = step("exec_agent", t)
-        chunks, _ = container.get_archive("/workspace")
+        chunks, _ = api.get_archive(container, "/workspace")
         b"".join(chunks)
         t = step("get_diff", t)
-        code, _, _ = _exec(api, container.id, CHECK, env, None, TIMEOUT_S)
+        code, _, _ = _exec(api, container, CHECK, env, None, TIMEOUT_S)
         if code != 0:
             print(f"  warning: raw check exited {code}", file=sys.stderr)
         t = step("exec_check", t)
-        container.remove(force=True)
+        api.remove_container(container, force=True)
         container = None
         t = step("remove", t)
     finally:
         if container is not None:
-            container.remove(force=True)
+            api.remove_container(container, force=True)
     return time.perf_counter() - t0, steps
 
 

@@ -18,6 +18,7 @@ WORKSPACE = "/workspace"
 # Outside the workspace, so nothing the engine places here shows in a diff.
 ENGINE_DIR = "/tmp/.proctor"
 KILL_GRACE_S = 3
+STOP_GRACE_S = 2
 # A command's output kept in memory; the record caps it further.
 OUTPUT_KEEP = 2_000_000
 TREE_FILE_MAX = 5_000_000
@@ -41,28 +42,32 @@ class ExecOutput:
 
 
 class Sandbox:
-    def __init__(self, client: docker.DockerClient, container, env: dict[str, str] | None = None):
+    def __init__(self, client: docker.DockerClient, container_id: str, env: dict[str, str] | None = None):
         self.client = client
-        self.container = container
+        self.api = client.api
+        self.id = container_id
         self.env: dict[str, str] = dict(env or {})
         self.destroyed = False
 
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, labels: dict[str, str]) -> "Sandbox":
-        container = client.containers.create(
-            image, command=["sleep", "infinity"], init=True, network_mode="none",
-            labels=labels, working_dir="/", hostname="sandbox", detach=True,
-        )
+        api = client.api
+        # The low-level API: no inspect round trip, and a short stop grace.
+        container_id = api.create_container(
+            image, command=["sleep", "infinity"], labels=labels, working_dir="/", hostname="sandbox",
+            stop_timeout=STOP_GRACE_S,
+            host_config=api.create_host_config(init=True, network_mode="none"),
+        )["Id"]
         try:
-            container.start()
+            api.start(container_id)
         except DockerException:
-            container.remove(force=True)
+            api.remove_container(container_id, force=True)
             raise
-        return cls(client, container)
+        return cls(client, container_id)
 
     @property
     def short_id(self) -> str:
-        return self.container.id[:12]
+        return self.id[:12]
 
     def exec(
         self,
@@ -81,10 +86,10 @@ class Sandbox:
         if timeout is not None:
             argv = ["timeout", "-k", str(KILL_GRACE_S), f"{max(timeout, 0.1):.1f}", *argv]
         started = time.monotonic()
-        api = self.client.api
+        api = self.api
         try:
             exec_id = api.exec_create(
-                self.container.id, argv, stdout=True, stderr=True, workdir=workdir,
+                self.id, argv, stdout=True, stderr=True, workdir=workdir,
                 environment={**self.env, **(env or {})},
             )["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=True)
@@ -127,7 +132,7 @@ class Sandbox:
 
     def put_archive(self, path: str, data: bytes) -> None:
         try:
-            self.container.put_archive(path, data)
+            self.api.put_archive(self.id, path, data)
         except DockerException as e:
             raise SandboxGone(f"could not copy files into the sandbox: {str(e)[:200]}") from None
 
@@ -135,7 +140,7 @@ class Sandbox:
         """Every regular file under `path` (symlinks as `-> target`), from outside the
         sandbox's processes, so the agent can neither see nor disturb it."""
         try:
-            chunks, _ = self.container.get_archive(path)
+            chunks, _ = self.api.get_archive(self.id, path)
             data = b"".join(chunks)
         except DockerException as e:
             raise SandboxGone(f"could not read {path} from the sandbox: {str(e)[:200]}") from None
@@ -158,7 +163,7 @@ class Sandbox:
     def read_file(self, path: str) -> bytes:
         full = path if path.startswith("/") else f"{WORKSPACE}/{path}"
         try:
-            chunks, _ = self.container.get_archive(full)
+            chunks, _ = self.api.get_archive(self.id, full)
         except NotFound:
             raise FileNotFoundError(path) from None
         except DockerException as e:
@@ -173,7 +178,7 @@ class Sandbox:
         """Kill and remove at once; safe to call twice and from another thread."""
         self.destroyed = True
         try:
-            self.container.remove(force=True)
+            self.api.remove_container(self.id, force=True)
         except NotFound:
             pass
 
