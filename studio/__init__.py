@@ -1,0 +1,1 @@
+"""Proctor's studio: Qt views over the engine's store and events. Only subscribes."""

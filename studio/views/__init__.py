@@ -1,0 +1,1 @@
+"""One widget module per panel."""
