@@ -52,7 +52,19 @@ class BatchHandle:
     plans: list[TrialPlan]
     cancelled: threading.Event = field(default_factory=threading.Event)
     running: dict[str, Trial] = field(default_factory=dict)
+    skip: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel_trial(self, trial_id: str, reason: str) -> bool:
+        """Stop one trial: a running one ends as infra_error, a waiting one is skipped."""
+        if trial_id not in {p.trial_id for p in self.plans}:
+            return False
+        with self.lock:
+            self.skip.add(trial_id)
+            trial = self.running.get(trial_id)
+        if trial is not None:
+            trial.cancel(reason)
+        return True
 
     def cancel(self, reason: str = "the batch was interrupted") -> None:
         self.cancelled.set()
@@ -131,7 +143,7 @@ class Engine:
         concurrency = plan.concurrency or plan.config.defaults.concurrency
 
         def run_one(trial_plan: TrialPlan) -> None:
-            if handle.cancelled.is_set():
+            if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
                 self._skip(trial_plan, emit)
                 return
             trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial)

@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 from datetime import datetime
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Sequence
 
@@ -83,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     show = command("show", cmd_show, "one trial's record")
     show.add_argument("trial_id")
     show.add_argument("--json", action="store_true")
+
+    # Commands other packages add (the studio), found by entry point so the engine imports none of them.
+    for entry in entry_points(group="proctor.commands"):
+        entry.load()(sub)
 
     cleanup = command("cleanup", cmd_cleanup, "remove every container, network and volume the engine left behind")
     cleanup.add_argument("--all", action="store_true",
