@@ -18,10 +18,11 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter, QStackedWidget,
+    QApplication, QLabel, QMainWindow, QPushButton, QSplitter,
     QStatusBar, QTabWidget, QToolBar, QVBoxLayout, QWidget,
 )
 
+from engine.batch import BatchPlan
 from engine.events import Event, PhaseProgress, PhaseStarted, TrialFinished, TrialStarted
 from engine.models import TrajectoryItem, TrialRecord
 from engine.sandbox.client import DockerUnavailable
@@ -105,6 +106,13 @@ class MainWindow(QMainWindow):
         right = QWidget()
         layout = QVBoxLayout(right)
         layout.setContentsMargins(6, 6, 6, 0)
+        # Errors a user can act on, shown in the window (never a modal that blocks live updates).
+        self.banner = QLabel(wordWrap=True, visible=False,
+                             textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet(f"background: {theme.OUTCOME_COLOUR['fail']}; color: white; padding: 6px;"
+                                  " border-radius: 4px;")
+        self.banner.mousePressEvent = lambda _e: self.banner.hide()  # click to dismiss
+        layout.addWidget(self.banner)
         layout.addWidget(self.header)
         layout.addWidget(self.tabs, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -265,7 +273,7 @@ class MainWindow(QMainWindow):
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
         self._browser_dirty = True
         if error:
-            QMessageBox.warning(self, "Batch failed", error)
+            self.show_error(f"Batch {batch_id} failed: {error}")
 
     # --- actions -------------------------------------------------------------------------
 
@@ -274,13 +282,23 @@ class MainWindow(QMainWindow):
         if dialog.exec() != RunDialog.DialogCode.Accepted or dialog.plan is None:
             return
         self.settings.setValue("last_eval", dialog.path.text())
+        self.start_batch(dialog.plan)
+
+    def start_batch(self, plan: BatchPlan) -> str | None:
+        """Start a batch on the embedded engine; its trials appear and move live."""
         try:
-            batch_id = self.bridge.start_batch(dialog.plan)
+            batch_id = self.bridge.start_batch(plan)
         except (DockerUnavailable, EvalFileError, StoreError) as e:
-            QMessageBox.warning(self, "Could not start the batch", str(e))
-            return
+            self.show_error(f"Could not start the batch: {e}")
+            return None
+        self.store.flush(timeout=5)  # the plan's rows, so the browser can show them now
         self.browser.model.refresh()
         self.browser.select_id(batch_id)
+        return batch_id
+
+    def show_error(self, message: str) -> None:
+        self.banner.setText(f"{message}   (click to dismiss)")
+        self.banner.show()
 
     def stop_selected(self) -> None:
         if self.selected_trial and self.bridge.cancel_trial(self.selected_trial):

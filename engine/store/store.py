@@ -91,6 +91,7 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
         started_at=record.started_at,
         finished_at=record.finished_at,
         tags=json.dumps(record.tags),
+        tokens=record.usage.input + record.usage.output,
         record=json.dumps(record.to_json()),
     )
 
@@ -238,9 +239,13 @@ class Store:
             status="running", started_at=started_at,
             record=func.json_set(TrialRow.record, "$.started_at", started_at)))
 
+    def set_trial_phase(self, trial_id: str, phase: str) -> None:
+        """The phase a running trial has entered, so a browser in any process can show it."""
+        self._execute(update(TrialRow).where(TrialRow.id == trial_id).values(phase=phase))
+
     def save_trial(self, record: TrialRecord) -> None:
         """The final record; inserts the trial if it was never created (an imported one)."""
-        columns = _summary_columns(record) | dict(status="done")
+        columns = _summary_columns(record) | dict(status="done", phase=None)
         stmt = sqlite_insert(TrialRow).values(
             id=record.id, run_id=record.run_id, batch_id=record.batch_id,
             case_id=record.case_id, variant=record.variant, trial=record.trial,

@@ -46,10 +46,20 @@ class RunRow(SQLModel, table=True):
 
 class TrialRow(SQLModel, table=True):
     __tablename__ = "trial"
+    # The browser's queries (browse.py) read only these indexes, never rows, whose record
+    # JSON makes them long: a 100,000-trial store is then one index scan away from any page.
+    __table_args__ = (
+        # Every column a batch's counts sum.
+        Index("ix_trial_batch_summary", "batch_id", "outcome", "status", "command_count",
+              "duration_ms", "tokens"),
+        # Every column a filter tests, so any filter costs at most one scan of this index.
+        Index("ix_trial_filter", "batch_id", "run_id", "outcome", "failure_kind", "case_id",
+              "variant", "id", "tags", "failure_reason"),
+    )
 
     id: str = Field(primary_key=True)
     run_id: str = Field(index=True)
-    batch_id: str = Field(index=True)
+    batch_id: str
     case_id: str
     variant: str
     trial: int
@@ -64,6 +74,9 @@ class TrialRow(SQLModel, table=True):
     started_at: str | None = None
     finished_at: str | None = None
     tags: str = "[]"  # JSON list
+    tokens: int = 0  # usage input + output
+    phase: str | None = None  # the phase a running trial is in, for the browser
+    # Last: SQLite reads a row's columns in order, so the short ones above stay cheap to scan.
     record: str | None = None  # TrialRecord.to_json() as JSON
 
 

@@ -1,0 +1,426 @@
+"""Read-only queries behind the studio's trial browser: batches → runs → trials.
+
+Every function is one SQL statement over the trial table's short columns and
+indexes (tables.py), never its record JSON, so a page of a 100,000-trial store
+comes back in milliseconds and a list is never loaded whole.
+
+A filter picks trials. A batch or a run is listed when it holds a picked
+trial, and only picked trials are listed under a run; the counts, pass rate
+and deterministic badge always describe the whole batch or run, because a pass
+rate over "only the failures" would say nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, NamedTuple, get_args
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection, text
+
+from .store import Store
+
+SortKey = Literal["name", "outcome", "pass_rate", "deterministic", "commands", "duration",
+                  "tokens", "trigger", "started"]
+SORT_KEYS: tuple[SortKey, ...] = get_args(SortKey)
+RUNNING = "running"  # the outcome filter's word for a trial with no outcome yet
+
+
+class Sort(NamedTuple):
+    key: SortKey = "started"
+    descending: bool = True
+
+
+class BrowseFilter(BaseModel):
+    """Which trials to show; an empty field does not filter."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    outcomes: frozenset[str] = frozenset()  # pass, fail, infra_error, skipped, running
+    failure_kinds: frozenset[str] = frozenset()
+    cases: frozenset[str] = frozenset()
+    variants: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+    text: str = ""  # in a case id, variant, trial id, batch id or failure reason
+
+    @property
+    def active(self) -> bool:
+        return bool(self.outcomes or self.failure_kinds or self.cases or self.variants
+                     or self.tags or self.text.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    trials: int
+    passed: int
+    failed: int
+    voided: int
+    skipped: int
+    running: int
+
+    @property
+    def scored(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def pass_rate(self) -> float | None:
+        """SPEC.md: passes / scored; None (shown `—`) when nothing was scored."""
+        return round(self.passed / self.scored, 3) if self.scored else None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    id: str
+    trigger: str
+    status: str  # running, finished, interrupted, failed
+    started_at: str
+    finished_at: str | None
+    duration_ms: int | None
+    counts: Counts
+    commands: int  # summed over the batch's trials
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunItem:
+    id: str
+    batch_id: str
+    case_id: str
+    variant: str
+    position: int
+    counts: Counts
+    deterministic: bool
+    command_min: int | None  # over scored trials, like models.distribution
+    command_median: float | None
+    command_max: int | None
+    tokens: int
+    duration_ms: int | None  # mean per finished trial
+    started_at: str | None
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.counts.pass_rate
+
+
+@dataclass(frozen=True, slots=True)
+class TrialItem:
+    id: str
+    run_id: str
+    batch_id: str
+    trial: int
+    status: str  # queued, running, done
+    outcome: str | None
+    failure_kind: str | None
+    failure_reason: str | None
+    failure_where: str | None
+    command_count: int
+    duration_ms: int | None
+    tokens: int
+    started_at: str | None
+    phase: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOptions:
+    cases: list[str]
+    variants: list[str]
+    tags: list[str]
+    failure_kinds: list[str]
+
+
+Source = Store | Connection
+
+
+@contextmanager
+def _connection(source: Source) -> Iterator[Connection]:
+    if isinstance(source, Connection):
+        yield source
+    else:
+        with source._read() as conn:  # noqa: SLF001 — the store package's own reader
+            yield conn
+
+
+def _rows(source: Source, sql: str, params: dict[str, Any]) -> list[Any]:
+    with _connection(source) as conn:
+        return list(conn.execute(text(sql), params))
+
+
+# -- the filter --------------------------------------------------------------------
+
+def _in(column: str, values: frozenset[str], name: str, params: dict[str, Any]) -> str:
+    names = []
+    for i, value in enumerate(sorted(values)):
+        params[f"{name}{i}"] = value
+        names.append(f":{name}{i}")
+    return f"{column} IN ({', '.join(names)})"
+
+
+def _escape_like(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# The planner, knowing no row counts, would rather seek a one-column index and then read
+# rows; one scan of the index that holds every filtered column is faster and bounded.
+_FILTERED = "trial t INDEXED BY ix_trial_filter"
+
+
+def _trial_filter(flt: BrowseFilter, params: dict[str, Any]) -> str:
+    """SQL conditions on the trial table aliased `t`; "1" when nothing filters."""
+    parts = []
+    if flt.outcomes:
+        either = []
+        if outcomes := flt.outcomes - {RUNNING}:
+            either.append(_in("t.outcome", outcomes, "outcome", params))
+        if RUNNING in flt.outcomes:
+            either.append("t.outcome IS NULL")
+        parts.append(f"({' OR '.join(either)})")
+    if flt.failure_kinds:
+        parts.append(_in("t.failure_kind", flt.failure_kinds, "kind", params))
+    if flt.cases:
+        parts.append(_in("t.case_id", flt.cases, "case", params))
+    if flt.variants:
+        parts.append(_in("t.variant", flt.variants, "variant", params))
+    if flt.tags:
+        # tags is a JSON list written by json.dumps: a tag is present iff its quoted form is.
+        either = []
+        for i, tag in enumerate(sorted(flt.tags)):
+            params[f"tag{i}"] = json.dumps(tag)
+            either.append(f"instr(t.tags, :tag{i}) > 0")
+        parts.append(f"({' OR '.join(either)})")
+    if needle := flt.text.strip():
+        params["text"] = f"%{_escape_like(needle)}%"
+        parts.append("(" + " OR ".join(
+            f"{column} LIKE :text ESCAPE '\\'"
+            for column in ("t.case_id", "t.variant", "t.id", "t.batch_id", "t.failure_reason")
+        ) + ")")
+    return " AND ".join(parts) or "1"
+
+
+# -- sorting -----------------------------------------------------------------------
+
+def _order(expressions: dict[str, str], sort: Sort, fallback: str, tiebreak: str) -> str:
+    """ORDER BY for a sort; keys a level has no column for fall back to its natural order."""
+    direction = "DESC" if sort.descending else "ASC"
+    expression = expressions.get(sort.key, fallback)
+    # Rows without a value (nothing scored, still running) go last either way.
+    return f"{expression} {direction} NULLS LAST, {tiebreak} {direction}"
+
+
+_COUNTS = """
+    count({t}.batch_id) AS trials,
+    coalesce(sum({t}.outcome = 'pass'), 0) AS passed,
+    coalesce(sum({t}.outcome = 'fail'), 0) AS failed,
+    coalesce(sum({t}.outcome = 'infra_error'), 0) AS voided,
+    coalesce(sum({t}.outcome = 'skipped'), 0) AS skipped,
+    coalesce(sum({t}.status = 'running'), 0) AS running,
+    coalesce(sum({t}.command_count), 0) AS commands,
+    coalesce(sum({t}.tokens), 0) AS tokens"""
+
+_COUNT_NAMES = ("trials", "passed", "failed", "voided", "skipped", "running", "commands", "tokens")
+
+
+def _coalesced(alias: str) -> str:
+    """The counts of a LEFT JOIN, 0 where nothing joined (a batch or run with no trial yet)."""
+    return ", ".join(f"coalesce({alias}.{name}, 0) AS {name}" for name in _COUNT_NAMES)
+
+
+_PASS_RATE = "(1.0 * passed / nullif(passed + failed, 0))"
+_PROBLEMS = "(failed * 1000000 + voided * 1000 + running)"  # failures, then voids, then live
+
+
+def _counts(row: Any) -> Counts:
+    return Counts(row.trials, row.passed, row.failed, row.voided, row.skipped, row.running)
+
+
+# -- batches -----------------------------------------------------------------------
+
+_BATCH_DURATION = ("CAST(round((julianday(b.finished_at) - julianday(b.started_at)) * 86400000)"
+                   " AS INTEGER)")
+_BATCH_ORDER = {
+    "name": "id", "trigger": "trigger", "started": "started_at", "duration": "duration_ms",
+    "outcome": _PROBLEMS, "pass_rate": _PASS_RATE, "commands": "commands", "tokens": "tokens",
+}
+_BATCH_COLUMNS = ("b.id, b.trigger, b.status, b.started_at, b.finished_at, "
+                  f"{_BATCH_DURATION} AS duration_ms")
+
+
+def batches_page(source: Source, flt: BrowseFilter = BrowseFilter(), sort: Sort = Sort(),
+                 offset: int = 0, limit: int = 200) -> list[BatchItem]:
+    """A page of batches holding a trial the filter picks, with their whole-batch counts."""
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    where = "1"
+    if flt.active:
+        where = f"b.id IN (SELECT t.batch_id FROM {_FILTERED} WHERE {_trial_filter(flt, params)})"
+    order = _order(_BATCH_ORDER, sort, "started_at", "id")
+    batches = f"SELECT * FROM (SELECT {_BATCH_COLUMNS} FROM batch b WHERE {where})"
+    if sort.key in ("name", "trigger", "started", "duration"):
+        # Ordered by the batch's own columns: take the page first, then count only its trials.
+        page, tail = f"{batches} ORDER BY {order} LIMIT :limit OFFSET :offset", ""
+    else:
+        # Ordered by a count: count every listed batch's trials, from the covering index.
+        page, tail = batches, "LIMIT :limit OFFSET :offset"
+    sql = f"""
+        WITH page AS MATERIALIZED ({page}),
+        counts AS (
+            SELECT t.batch_id, {_COUNTS.format(t="t")}
+            FROM trial t INDEXED BY ix_trial_batch_summary
+            WHERE t.batch_id IN (SELECT id FROM page) GROUP BY t.batch_id)
+        SELECT * FROM (
+            SELECT page.*, {_coalesced("c")} FROM page LEFT JOIN counts c ON c.batch_id = page.id)
+        ORDER BY {order} {tail}"""
+    return [BatchItem(row.id, row.trigger, row.status, row.started_at, row.finished_at,
+                      row.duration_ms, _counts(row), row.commands, row.tokens)
+            for row in _rows(source, sql, params)]
+
+
+def count_batches(source: Source, flt: BrowseFilter = BrowseFilter()) -> int:
+    """How many batches `batches_page` can list under this filter."""
+    params: dict[str, Any] = {}
+    if not flt.active:
+        sql = "SELECT count(*) FROM batch"
+    else:
+        sql = f"SELECT count(DISTINCT t.batch_id) FROM {_FILTERED} WHERE {_trial_filter(flt, params)}"
+    return int(_rows(source, sql, params)[0][0])
+
+
+# -- runs --------------------------------------------------------------------------
+
+_RUN_ORDER = {
+    "name": "case_id", "outcome": _PROBLEMS, "pass_rate": _PASS_RATE,
+    "deterministic": "deterministic", "commands": "command_median", "tokens": "tokens",
+    "duration": "duration_ms", "started": "started_at",
+}
+
+
+def runs_of(source: Source, batch_id: str, flt: BrowseFilter = BrowseFilter(),
+            sort: Sort = Sort("name", False)) -> list[RunItem]:
+    """A batch's runs holding a trial the filter picks, each with its whole distribution."""
+    params: dict[str, Any] = {"batch": batch_id}
+    where = "1"
+    if flt.active:
+        where = (f"r.id IN (SELECT t.run_id FROM {_FILTERED} WHERE t.batch_id = :batch "
+                 f"AND {_trial_filter(flt, params)})")
+    # The median of the scored trials' command counts, as models.distribution takes it.
+    sql = f"""
+        WITH batch_trials AS (
+            SELECT batch_id, run_id, outcome, status, command_count, duration_ms, tokens,
+                   started_at
+            FROM trial WHERE batch_id = :batch),
+        ranked AS (
+            SELECT run_id, command_count,
+                   row_number() OVER (PARTITION BY run_id ORDER BY command_count) AS n,
+                   count(*) OVER (PARTITION BY run_id) AS size
+            FROM batch_trials WHERE outcome IN ('pass', 'fail')),
+        medians AS (
+            SELECT run_id, avg(command_count) AS median FROM ranked
+            WHERE n IN ((size + 1) / 2, (size + 2) / 2) GROUP BY run_id),
+        counts AS (
+            SELECT run_id, {_COUNTS.format(t="batch_trials")},
+                   min(CASE WHEN outcome IN ('pass', 'fail') THEN command_count END) AS cmin,
+                   max(CASE WHEN outcome IN ('pass', 'fail') THEN command_count END) AS cmax,
+                   CAST(avg(duration_ms) AS INTEGER) AS duration_ms,
+                   min(started_at) AS started_at
+            FROM batch_trials GROUP BY run_id)
+        SELECT * FROM (SELECT r.id, r.case_id, r.variant, r.position, {_coalesced("c")}, c.cmin, c.cmax, m.median AS command_median,
+               c.duration_ms, c.started_at,
+               -- SPEC.md: at least two scored trials, one outcome, command counts within 4
+               coalesce(c.passed + c.failed >= 2 AND (c.passed = 0 OR c.failed = 0)
+                        AND c.cmax - c.cmin <= 4, 0) AS deterministic
+        FROM run r LEFT JOIN counts c ON c.run_id = r.id LEFT JOIN medians m ON m.run_id = r.id
+        WHERE r.batch_id = :batch AND {where})
+        ORDER BY {_order(_RUN_ORDER, sort, "position", "variant")}, id"""
+    return [RunItem(row.id, batch_id, row.case_id, row.variant, row.position, _counts(row),
+                    bool(row.deterministic), row.cmin, row.command_median, row.cmax,
+                    row.tokens, row.duration_ms, row.started_at)
+            for row in _rows(source, sql, params)]
+
+
+# -- trials ------------------------------------------------------------------------
+
+_TRIAL_ORDER = {
+    "outcome": "coalesce(t.outcome, '')", "pass_rate": "(t.outcome = 'pass')",
+    "commands": "t.command_count", "duration": "t.duration_ms", "tokens": "t.tokens",
+    "started": "t.started_at",
+}
+_TRIAL_COLUMNS = ("t.id, t.run_id, t.batch_id, t.trial, t.status, t.outcome, t.failure_kind, "
+                  "t.failure_reason, t.failure_where, t.command_count, t.duration_ms, t.tokens, "
+                  "t.started_at, t.phase")
+
+
+def _trial_item(row: Any) -> TrialItem:
+    return TrialItem(*row)
+
+
+def trials_of(source: Source, run_id: str, flt: BrowseFilter = BrowseFilter(),
+              sort: Sort = Sort("name", False)) -> list[TrialItem]:
+    """A run's trials the filter picks."""
+    params: dict[str, Any] = {"run": run_id}
+    sql = (f"SELECT {_TRIAL_COLUMNS} FROM trial t "
+           f"WHERE t.run_id = :run AND {_trial_filter(flt, params)} "
+           f"ORDER BY {_order(_TRIAL_ORDER, sort, 't.trial', 't.trial')}, t.id")
+    return [_trial_item(row) for row in _rows(source, sql, params)]
+
+
+def trial_item(source: Source, trial_id: str) -> TrialItem | None:
+    """One trial's browser row, to find where a trial id sits in the tree."""
+    rows = _rows(source, f"SELECT {_TRIAL_COLUMNS} FROM trial t WHERE t.id = :id",
+                 {"id": trial_id})
+    return _trial_item(rows[0]) if rows else None
+
+
+# -- the filter bar's choices ------------------------------------------------------
+
+def filter_options(source: Source) -> FilterOptions:
+    """Distinct cases, variants, tags and failure kinds in the store, sorted."""
+    # Few distinct tag lists and failure kinds: one scan of the filter index finds them.
+    sql = """
+        SELECT DISTINCT 'case', case_id FROM run
+        UNION ALL SELECT DISTINCT 'variant', variant FROM run
+        UNION ALL SELECT DISTINCT 'kind', failure_kind FROM trial INDEXED BY ix_trial_filter
+            WHERE failure_kind IS NOT NULL
+        UNION ALL SELECT DISTINCT 'tag', j.value
+            FROM (SELECT DISTINCT tags FROM trial INDEXED BY ix_trial_filter) d, json_each(d.tags) j"""
+    found: dict[str, set[str]] = {"case": set(), "variant": set(), "tag": set(), "kind": set()}
+    for what, value in _rows(source, sql, {}):
+        found[what].add(value)
+    return FilterOptions(*(sorted(found[k]) for k in ("case", "variant", "tag", "kind")))
+
+
+# -- finding and watching ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Where an id sits in the tree."""
+
+    kind: Literal["batch", "run", "trial"]
+    batch_id: str
+    run_id: str | None = None
+    trial_id: str | None = None
+
+
+def locate(source: Source, id_or_prefix: str) -> Located | None:
+    """A batch, run or trial by id or by a unique prefix of one (ranges on the primary keys)."""
+    # Every id is ASCII, so the range [prefix, prefix + U+10FFFF) holds exactly its extensions.
+    sql = """
+        SELECT * FROM (SELECT 'batch' AS kind, id AS batch_id, NULL AS run_id, NULL AS trial_id
+                       FROM batch WHERE id >= :lo AND id < :hi LIMIT 2)
+        UNION ALL SELECT * FROM (SELECT 'run', batch_id, id, NULL
+                                 FROM run WHERE id >= :lo AND id < :hi LIMIT 2)
+        UNION ALL SELECT * FROM (SELECT 'trial', batch_id, run_id, id
+                                 FROM trial WHERE id >= :lo AND id < :hi LIMIT 2)"""
+    rows = _rows(source, sql, {"lo": id_or_prefix, "hi": id_or_prefix + "\U0010ffff"})
+    exact = [r for r in rows if id_or_prefix in (r.trial_id or r.run_id or r.batch_id,)]
+    found = exact or rows
+    return Located(*found[0]) if len(found) == 1 else None
+
+
+def change_stamp(source: Source) -> tuple[Any, ...]:
+    """Changes whenever anything the browser shows may have: polled about once a second."""
+    # Every trial's progress writes events (AUTOINCREMENT: the newest seq only grows), and
+    # new batches or imports add rows; three lookups on primary keys and one small index.
+    sql = """SELECT (SELECT max(seq) FROM event), (SELECT count(*) FROM batch),
+                    (SELECT max(rowid) FROM trial),
+                    (SELECT count(*) FROM trial WHERE status IN ('queued', 'running'))"""
+    return tuple(_rows(source, sql, {})[0])

@@ -1,0 +1,252 @@
+"""The trajectory as a flat list: a header row per turn, then that turn's items.
+
+Rows are plain Python objects prepared once (summary, full text, lower-cased
+text for search), so painting, filtering and searching 10,000 items never
+re-derive strings. Kind filtering and search live in `TrajectoryFilter`; the
+model itself only grows (`append_items`) or is replaced (`set_record`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelIndex,
+                            QSortFilterProxyModel, Qt)
+
+from engine.models import TrajectoryItem, TrialRecord, Turn
+from studio.theme import fmt_ms
+
+KINDS = ("message", "command", "toolCall", "fileChange")
+HEADER = "turn"  # the kind of a turn header row
+
+KindRole = Qt.ItemDataRole.UserRole + 1
+TurnRole = Qt.ItemDataRole.UserRole + 2
+TextRole = Qt.ItemDataRole.UserRole + 3  # the full text, as copied
+ExitCodeRole = Qt.ItemDataRole.UserRole + 4
+TruncatedRole = Qt.ItemDataRole.UserRole + 5
+RowRole = Qt.ItemDataRole.UserRole + 6  # the Row itself, for the delegate
+MatchRole = Qt.ItemDataRole.UserRole + 7  # the row matches the search (from the filter)
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+@dataclass(slots=True)
+class Row:
+    id: int  # the row's position in the model; rows are never removed, so it is stable
+    kind: str  # HEADER or an item kind
+    turn: int
+    title: str  # the heading line: a command, a tool call, a path, a turn's prompt
+    body: str  # what is folded: output or a message's text
+    text: str  # everything, for copy
+    summary: str  # one line, for DisplayRole
+    exit_code: int | None = None
+    truncated: bool = False
+    status: str = ""  # a header's turn status
+    ms: int | None = None  # a header's turn duration
+    lower: str = ""  # `text` lower-cased, for search
+    lines: int = 0  # lines in `body`, for a cheap folded height
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _row(id: int, kind: str, turn: int, title: str, body: str, **kw: Any) -> Row:
+    text = "\n".join(part for part in (title, body) if part)
+    summary = _one_line(title or body)
+    row = Row(id, kind, turn, title, body, text, summary, **kw)
+    row.lower = text.lower()
+    row.lines = body.count("\n") + 1 if body else 0
+    return row
+
+
+def header_row(id: int, turn: int, prompt: str = "", status: str = "", ms: int | None = None) -> Row:
+    title = f"Turn {turn}" + (f" · {_one_line(prompt)}" if prompt else "")
+    row = _row(id, HEADER, turn, title, "", status=status, ms=ms)
+    if status:
+        row.summary = f"{title} ({status}{', ' + fmt_ms(ms) if ms is not None else ''})"
+    return row
+
+
+def item_row(id: int, item: TrajectoryItem) -> Row:
+    kw = {"truncated": item.truncated}
+    if item.kind == "command":
+        row = _row(id, "command", item.turn, item.command or "", item.output or "",
+                   exit_code=item.exit_code, **kw)
+        if item.exit_code is not None:
+            row.summary += f"  → exit {item.exit_code}"
+        row.summary = f"$ {row.summary}"
+        return row
+    if item.kind == "message":
+        role = "" if item.role in (None, "assistant") else f"{item.role}: "
+        return _row(id, "message", item.turn, "", role + (item.text or ""), **kw)
+    if item.kind == "toolCall":
+        args = item.input if isinstance(item.input, str) else json.dumps(item.input, ensure_ascii=False)
+        title = f"{item.name or 'tool'}({'' if item.input is None else args})"
+        output = item.output if isinstance(item.output, str | None) else json.dumps(item.output)
+        return _row(id, "toolCall", item.turn, title, output or "", **kw)
+    return _row(id, "fileChange", item.turn, f"{item.change or 'change'} {item.path or ''}".strip(), "", **kw)
+
+
+class TrajectoryModel(QAbstractListModel):
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.rows: list[Row] = []
+        self.counts: Counter[str] = Counter()
+        self._headers: dict[int, int] = {}  # turn -> its header's row
+
+    # --- filling ----------------------------------------------------------------------
+
+    def set_record(self, record: TrialRecord) -> None:
+        self.beginResetModel()
+        self.rows, self.counts, self._headers = [], Counter(), {}
+        turns = {t.index: t for t in record.turns}
+        items: dict[int, list[TrajectoryItem]] = {}
+        for item in record.trajectory:
+            items.setdefault(item.turn, []).append(item)
+        for n in sorted(set(turns) | set(items)):
+            turn = turns.get(n)
+            self._add(header_row(len(self.rows), n, turn.prompt, turn.status, turn.ms) if turn
+                      else header_row(len(self.rows), n))
+            for item in items.get(n, ()):
+                self._add(item_row(len(self.rows), item))
+        self.endResetModel()
+
+    def append_items(self, items: Iterable[TrajectoryItem | dict]) -> None:
+        """Live: new items at the end, with a header for each new turn, in one insert."""
+        new: list[Row] = []
+        last_turn = self.rows[-1].turn if self.rows else None
+        headers = set(self._headers)
+        for raw in items:
+            item = raw if isinstance(raw, TrajectoryItem) else TrajectoryItem.model_validate(raw)
+            if item.turn != last_turn and item.turn not in headers:
+                new.append(header_row(len(self.rows) + len(new), item.turn))
+                headers.add(item.turn)
+            new.append(item_row(len(self.rows) + len(new), item))
+            last_turn = item.turn
+        self._insert(new)
+
+    def update_turn(self, turn: Turn) -> None:
+        """A turn's prompt, status and time, when they become known (live)."""
+        row = self._headers.get(turn.index)
+        if row is None:
+            self._insert([header_row(len(self.rows), turn.index, turn.prompt, turn.status, turn.ms)])
+            return
+        self.rows[row] = header_row(row, turn.index, turn.prompt, turn.status, turn.ms)
+        self.dataChanged.emit(self.index(row), self.index(row))
+
+    def _insert(self, new: list[Row]) -> None:
+        if not new:
+            return
+        self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(new) - 1)
+        for row in new:
+            self._add(row)
+        self.endInsertRows()
+
+    def _add(self, row: Row) -> None:
+        if row.kind == HEADER:
+            self._headers[row.turn] = row.id
+        else:
+            self.counts[row.kind] += 1
+        self.rows.append(row)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        if role == RowRole:
+            return row
+        if role == Qt.ItemDataRole.DisplayRole:
+            return row.summary
+        if role == KindRole:
+            return row.kind
+        if role == TurnRole:
+            return row.turn
+        if role == TextRole:
+            return row.text
+        if role == ExitCodeRole:
+            return row.exit_code
+        if role == TruncatedRole:
+            return row.truncated
+        return None
+
+    def header_row_of(self, turn: int) -> int | None:
+        return self._headers.get(turn)
+
+    def rows_for_phase(self, phase: str, index: int | None) -> list[int]:
+        """The rows a timeline span stands for: a turn's (or its diff's) header and items."""
+        if phase not in ("turn", "diff") or index not in self._headers:
+            return []
+        start = self._headers[index]
+        end = start + 1
+        while end < len(self.rows) and self.rows[end].kind != HEADER:
+            end += 1
+        return list(range(start, end))
+
+    def search(self, text: str) -> list[int]:
+        """Rows whose full text holds `text`, ignoring case."""
+        needle = text.lower()
+        return [row.id for row in self.rows if needle in row.lower] if needle else []
+
+
+class TrajectoryFilter(QSortFilterProxyModel):
+    """Hides unchecked kinds (turn headers stay) and knows which rows match the search."""
+
+    def __init__(self, model: TrajectoryModel) -> None:
+        super().__init__()
+        self._model = model
+        self._kinds: set[str] = set(KINDS)
+        self._query = ""
+        self._matches: set[int] = set()
+        self.setSourceModel(model)
+        # New rows from append_items are filtered as they arrive; nothing else is dynamic.
+        self.setDynamicSortFilter(True)
+        model.modelReset.connect(self._research)
+        model.rowsInserted.connect(self._research_tail)
+
+    @property
+    def kinds(self) -> set[str]:
+        return set(self._kinds)
+
+    def set_kinds(self, kinds: Iterable[str]) -> None:
+        self.beginFilterChange()
+        self._kinds = set(kinds)
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def set_search(self, text: str) -> None:
+        self._query = text
+        self._research()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        kind = self._model.rows[source_row].kind
+        return kind == HEADER or kind in self._kinds
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == MatchRole:
+            return self.mapToSource(index).row() in self._matches
+        return super().data(index, role)
+
+    def match_rows(self) -> list[int]:
+        """The matching rows that are shown, as rows of this model, in order."""
+        shown = (self.mapFromSource(self._model.index(r)) for r in sorted(self._matches))
+        return [i.row() for i in shown if i.isValid()]
+
+    def _research(self) -> None:
+        self._matches = set(self._model.search(self._query))
+        if self.rowCount():
+            self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, 0), [MatchRole])
+
+    def _research_tail(self, _parent: Index, first: int, last: int) -> None:
+        if self._query:
+            needle = self._query.lower()
+            self._matches |= {r for r in range(first, last + 1) if needle in self._model.rows[r].lower}

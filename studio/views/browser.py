@@ -1,0 +1,252 @@
+"""The trial browser panel: a filter bar over a tree of batches → runs → trials.
+
+The tree's model (studio/models/browser.py) pages from SQLite; this widget only
+turns the filter bar into a BrowseFilter, keeps expansion across resets, polls
+the store about once a second for work another process (a CLI run) did, and
+repaints live rows so their phase and elapsed time move.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTreeView,
+    QVBoxLayout, QWidget,
+)
+
+from engine.store import Store
+from engine.store.browse import RUNNING, BrowseFilter, filter_options
+
+from .. import theme
+from ..models.browser import (
+    COLUMN, BatchIdRole, BrowserModel, KindRole, RunIdRole, TrialIdRole,
+)
+
+SEARCH_DEBOUNCE_MS = 150
+POLL_MS = 1000  # how often to ask the store whether another process changed it
+TICK_MS = 500  # how often live rows repaint their elapsed time
+EMPTY_TEXT = ("No batches yet — run the demo suite: proctor run examples/demo -v, "
+              "or press Run…")
+NO_MATCH_TEXT = "No trial matches these filters — widen them or clear the search."
+COLUMN_WIDTHS = {"name": 240, "outcome": 150, "pass_rate": 64, "deterministic": 110,
+                 "commands": 80, "duration": 70, "tokens": 60, "trigger": 60, "started": 130}
+OUTCOMES = [("All outcomes", None), (f"{theme.OUTCOME_GLYPH['pass']} pass", "pass"),
+            (f"{theme.OUTCOME_GLYPH['fail']} fail", "fail"),
+            (f"{theme.OUTCOME_GLYPH['infra_error']} void (infra_error)", "infra_error"),
+            (f"{theme.OUTCOME_GLYPH['skipped']} skipped", "skipped"),
+            (f"{theme.OUTCOME_GLYPH['running']} running", RUNNING)]
+
+
+def _combo(tip: str) -> QComboBox:
+    combo = QComboBox(toolTip=tip)
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(7)
+    return combo
+
+
+class BrowserPanel(QWidget):
+    trial_selected = Signal(str)
+    batch_selected = Signal(str)
+    trial_activated = Signal(str)  # Enter or double-click on a trial
+
+    def __init__(self, store: Store, parent: QWidget | None = None, poll_ms: int = POLL_MS,
+                 tick_ms: int = TICK_MS) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.model = BrowserModel(store, parent=self)
+
+        self.outcome = _combo("Outcome")
+        for label, value in OUTCOMES:
+            self.outcome.addItem(label, value)
+        self.failure_kind = _combo("Failure kind")
+        self.case = _combo("Case")
+        self.variant = _combo("Variant")
+        self.tag = _combo("Tag")
+        self._choices = {self.failure_kind: "Any failure", self.case: "All cases",
+                         self.variant: "All variants", self.tag: "All tags"}
+        self.reload_options()
+        self.search = QLineEdit(placeholderText="Search cases, variants, ids, reasons",
+                                clearButtonEnabled=True)
+        # Typing re-queries once the user pauses, not on every key.
+        self._debounce = QTimer(self, singleShot=True, interval=SEARCH_DEBOUNCE_MS,
+                                timeout=self.apply_filter)
+        self.search.textChanged.connect(lambda _text: self._debounce.start())
+        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+            combo.currentIndexChanged.connect(lambda _row: self.apply_filter())
+
+        self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
+        self.tree.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.setModel(self.model)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        for key, width in COLUMN_WIDTHS.items():  # fixed: ResizeToContents would read every row
+            self.tree.setColumnWidth(COLUMN[key], width)
+        # Newest first, which is also the model's own starting order: no second load.
+        header.setSortIndicator(COLUMN["started"], Qt.SortOrder.DescendingOrder)
+        self.tree.setSortingEnabled(True)
+        self.tree.selectionModel().currentChanged.connect(self._on_current)
+        self.tree.activated.connect(self._on_activated)
+        self.model.modelAboutToBeReset.connect(self._remember_expanded)
+        self.model.modelReset.connect(self._restore_expanded)
+        self.model.loaded.connect(self._update_empty)
+        self._expanded: list[tuple[str, str]] = []  # (kind, id), parents before children
+
+        self.empty = QLabel(EMPTY_TEXT, self.tree.viewport(), wordWrap=True,
+                            alignment=Qt.AlignmentFlag.AlignCenter)
+        self.empty.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self.tree.viewport().installEventFilter(self)
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+            bar.addWidget(combo, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.search)
+        layout.addLayout(bar)
+        layout.addWidget(self.tree, 1)
+
+        self._tick = QTimer(self, interval=tick_ms, timeout=self.model.tick)
+        self._poll = QTimer(self, interval=poll_ms, timeout=self.poll)
+        if tick_ms:
+            self._tick.start()
+        if poll_ms:
+            self._poll.start()
+        self._restore_expanded()
+        self._update_empty()
+
+    # -- filter ---------------------------------------------------------------------
+
+    def reload_options(self) -> None:
+        """The combo boxes' choices from the store, keeping what is chosen."""
+        options = filter_options(self.store)
+        for combo, values in ((self.failure_kind, options.failure_kinds),
+                              (self.case, options.cases), (self.variant, options.variants),
+                              (self.tag, options.tags)):
+            chosen = combo.currentData()
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItem(self._choices[combo], None)
+            for value in values:
+                combo.addItem(value, value)
+            combo.setCurrentIndex(max(0, combo.findData(chosen)) if chosen else 0)
+            combo.blockSignals(False)
+
+    def current_filter(self) -> BrowseFilter:
+        def chosen(combo: QComboBox) -> frozenset[str]:
+            value = combo.currentData()
+            return frozenset({value}) if value else frozenset()
+
+        return BrowseFilter(outcomes=chosen(self.outcome), failure_kinds=chosen(self.failure_kind),
+                            cases=chosen(self.case), variants=chosen(self.variant),
+                            tags=chosen(self.tag), text=self.search.text().strip())
+
+    def apply_filter(self) -> None:
+        self._debounce.stop()
+        self.model.set_filter(self.current_filter())
+
+    def clear_filter(self) -> None:
+        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+            combo.blockSignals(True)
+            combo.setCurrentIndex(0)
+            combo.blockSignals(False)
+        self.search.blockSignals(True)
+        self.search.clear()
+        self.search.blockSignals(False)
+        self.apply_filter()
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    # -- selection ------------------------------------------------------------------
+
+    def select_id(self, id_or_prefix: str) -> bool:
+        """Expand the path to a batch, run or trial and select it; False when there is none."""
+        index = self.model.locate(id_or_prefix)
+        if not index.isValid() and self.model.filter.active:
+            self.clear_filter()  # the filter hides it: show everything rather than nothing
+            index = self.model.locate(id_or_prefix)
+        if not index.isValid():
+            return False
+        parent = index.parent()
+        while parent.isValid():
+            self.expand(parent)
+            parent = parent.parent()
+        if index == self.tree.currentIndex():
+            self._on_current(index, index)  # asked for again: say so again
+        self.tree.setCurrentIndex(index)
+        self.tree.scrollTo(index)
+        return True
+
+    def current_trial(self) -> str | None:
+        return self.tree.currentIndex().data(TrialIdRole)
+
+    def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        kind = current.data(KindRole)
+        if kind == "trial":
+            self.trial_selected.emit(current.data(TrialIdRole))
+        elif kind == "batch":
+            self.batch_selected.emit(current.data(BatchIdRole))
+
+    def _on_activated(self, index: QModelIndex) -> None:
+        if index.data(KindRole) == "trial":
+            self.trial_activated.emit(index.data(TrialIdRole))
+
+    # -- live -----------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Refresh when the store moved on (our engine or another process wrote to it)."""
+        before = self.model.stamp
+        if not self.model.changed_since_load():
+            return
+        self.model.refresh()
+        if before is None or self.model.stamp[1] != before[1]:  # a new batch may bring new cases
+            self.reload_options()
+
+    # -- expansion across resets (filter, sort) --------------------------------------
+
+    def _remember_expanded(self) -> None:
+        self._expanded = []
+        for row in range(self.model.rowCount()):
+            batch = self.model.index(row, 0)
+            if not self.tree.isExpanded(batch):
+                continue
+            self._expanded.append(("batch", batch.data(BatchIdRole)))
+            for run_row in range(self.model.rowCount(batch)):
+                run = self.model.index(run_row, 0, batch)
+                if self.tree.isExpanded(run):
+                    self._expanded.append(("run", run.data(RunIdRole)))
+
+    def _restore_expanded(self) -> None:
+        if not self._expanded and self.model.rowCount():
+            # Nothing was open: open the first batch, as most visits are about it.
+            self.expand(self.model.index(0, 0))
+            return
+        for kind, item_id in self._expanded:
+            self.expand(self.model.index_of(kind, item_id))  # type: ignore[arg-type]
+
+    def expand(self, index: QModelIndex) -> None:
+        """Expand a row, loading its children now (a hidden view would load them later)."""
+        if index.isValid():
+            if self.model.canFetchMore(index):
+                self.model.fetchMore(index)
+            self.tree.expand(index)
+
+    # -- empty state ----------------------------------------------------------------
+
+    def _update_empty(self) -> None:
+        nothing = self.model.rowCount() == 0
+        if self.empty.isVisibleTo(self) and not nothing and not self.model.filter.active:
+            self.expand(self.model.index(0, 0))  # the first batch arrived: show it open
+        self.empty.setText(NO_MATCH_TEXT if self.model.filter.active else EMPTY_TEXT)
+        self.empty.setVisible(nothing)
+        self.empty.setGeometry(self.tree.viewport().rect())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.tree.viewport() and event.type() == QEvent.Type.Resize:
+            self.empty.setGeometry(self.tree.viewport().rect())
+        return super().eventFilter(watched, event)

@@ -1,0 +1,398 @@
+"""The Overview panel: how a trial ended and where its time, tokens and files went.
+
+Outcome and reason first (what a reader looks for), then the facts, timings,
+usage, the phases table and the captured artifacts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QScrollArea,
+    QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+)
+
+from engine.models import TrialRecord
+from studio.theme import GROUP_COLOUR, REDACTED, VALIDATION_COLOUR, fmt_ms, mono_font, phase_colour
+from studio.views.evidence import TextBlock, amber_text, card, tag, wrapped
+from studio.views.header import failure_line, outcome_pill, plural, rich
+
+_MUTED = "color: palette(placeholder-text);"
+# (Timings field, label, colour): the phase groups' hues, so the bar reads like the timeline.
+TIMING_PARTS = [
+    ("slot_ms", "slot wait", GROUP_COLOUR["wait"]),
+    ("setup_ms", "setup", GROUP_COLOUR["prep"]),
+    ("agent_ms", "agent", GROUP_COLOUR["agent"]),
+    ("diff_ms", "diff", QColor(GROUP_COLOUR["agent"]).lighter(145).name()),
+    ("checks_ms", "checks", GROUP_COLOUR["check"]),
+    ("judge_ms", "judge", GROUP_COLOUR["judge"]),
+    ("teardown_ms", "teardown", GROUP_COLOUR["end"]),
+]
+_PHASE_STATUS_COLOUR = {"failed": VALIDATION_COLOUR["failed"],
+                        "skipped": VALIDATION_COLOUR["skipped"]}
+
+
+def fmt_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1024  # type: ignore[assignment]
+        if n < 1024 or unit == "GB":
+            return f"{n:.1f} {unit}"
+    return f"{n} B"
+
+
+def fmt_time(iso: str | None) -> str:
+    """An ISO timestamp in the desktop's local time, to the second."""
+    if not iso:
+        return "—"
+    try:
+        return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return iso
+
+
+def trial_ms(record: TrialRecord) -> int | None:
+    if record.started_at and record.finished_at:
+        try:
+            start = datetime.fromisoformat(record.started_at)
+            end = datetime.fromisoformat(record.finished_at)
+            return int((end - start).total_seconds() * 1000)
+        except ValueError:
+            pass
+    return max((p.end_ms for p in record.phases), default=None)
+
+
+class TimingBar(QWidget):
+    """One horizontal bar cut into the trial's time parts, in their phase groups' colours."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.parts: list[tuple[str, int, str]] = []
+        self.setFixedHeight(16)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:
+        return QSize(300, 16)
+
+    def set_parts(self, parts: list[tuple[str, int, str]]) -> None:
+        self.parts = [p for p in parts if p[1] > 0]
+        self.setToolTip("\n".join(f"{label}: {fmt_ms(ms)}" for label, ms, _ in self.parts))
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(self.palette().midlight())
+        p.drawRoundedRect(QRectF(0, 0, self.width(), self.height()), 3, 3)
+        total = sum(ms for _, ms, _ in self.parts)
+        x = 0.0
+        for _, ms, colour in self.parts:
+            # Every part that took any time stays visible, however short.
+            w = max(2.0, self.width() * ms / total) if total else 0.0
+            p.setBrush(QColor(colour))
+            p.drawRect(QRectF(x, 0, min(w, self.width() - x), self.height()))
+            x += w
+        p.end()
+
+
+def make_table(headers: list[str]) -> QTableWidget:
+    table = QTableWidget(0, len(headers))
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().hide()
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setShowGrid(False)
+    table.setAlternatingRowColors(True)
+    table.setWordWrap(False)
+    table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    table.horizontalHeader().setHighlightSections(False)
+    table.horizontalHeader().setDefaultAlignment(Qt.AlignmentFlag.AlignLeft
+                                                 | Qt.AlignmentFlag.AlignVCenter)
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
+    table.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # no focus frame in a table that is only read
+    return table
+
+
+def _fit_rows(table: QTableWidget) -> None:
+    """As tall as its rows: the panel scrolls, not each table inside it."""
+    height = table.horizontalHeader().height() + 2 * table.frameWidth()
+    height += sum(table.rowHeight(r) for r in range(table.rowCount()))
+    scrollbar = table.horizontalScrollBar()
+    table.setFixedHeight(height + (scrollbar.sizeHint().height() if scrollbar.isVisible() else 0))
+
+
+def table_item(text: str, *, colour: str | None = None, mono: bool = False, tip: str | None = None,
+          align_right: bool = False) -> QTableWidgetItem:
+    item = QTableWidgetItem(text)
+    if colour:
+        item.setForeground(QColor(colour))
+    if mono:
+        item.setFont(mono_font())
+    if tip or len(text) > 40:
+        item.setToolTip(tip or text)
+    if align_right:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return item
+
+
+def _badged_cell(table: QTableWidget, row: int, column: int, text: str) -> None:
+    """A cell with `[redacted]` marks drawn as badges (an item can only show plain text)."""
+    table.setItem(row, column, table_item(text))
+    if REDACTED in text:
+        table.item(row, column).setText("")  # the label draws it; the item keeps it for tooltips
+        table.item(row, column).setData(Qt.ItemDataRole.UserRole, text)
+        label = QLabel(rich(text.replace("\n", " ")))
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setContentsMargins(4, 0, 4, 0)
+        label.setToolTip(text)
+        table.setCellWidget(row, column, label)
+
+
+def _section(title: str) -> tuple[QFrame, QVBoxLayout]:
+    frame, body = card()
+    heading = QLabel(title)
+    font = QFont(heading.font())
+    font.setBold(True)
+    heading.setFont(font)
+    body.addWidget(heading)
+    return frame, body
+
+
+class OverviewView(QWidget):
+    """`show_record(record)`; None shows an empty state."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.record: TrialRecord | None = None
+        # The widgets of the record shown, made anew by each show_record.
+        self.reason: QLabel | None = None
+        self.void_fields: QLabel | None = None
+        self.timing_bar: TimingBar | None = None
+        self.timing_legend: QLabel | None = None
+        self.usage_values: dict[str, QLabel] = {}
+        self.phases_table: QTableWidget | None = None
+        self.artifacts_table: QTableWidget | None = None
+        self.artifact_text: TextBlock | None = None
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.scroll)
+        self.show_record(None)
+
+    def show_record(self, record: TrialRecord | None) -> None:
+        self.record = record
+        self.reason = self.void_fields = self.timing_legend = self.artifact_text = None
+        self.timing_bar = self.phases_table = self.artifacts_table = None
+        self.usage_values = {}
+        inner = QWidget()
+        column = QVBoxLayout(inner)
+        column.setContentsMargins(12, 12, 12, 12)
+        column.setSpacing(10)
+        if record is None:
+            empty = wrapped("Select a trial to see how it ended, where its time went and what "
+                            "it used.", style=_MUTED)
+            column.addWidget(empty)
+        else:
+            top = QHBoxLayout()
+            top.setSpacing(10)
+            top.addWidget(self._outcome(record), 3)
+            top.addWidget(self._facts(record), 2)
+            column.addLayout(top)
+            middle = QHBoxLayout()
+            middle.setSpacing(10)
+            middle.addWidget(self._timings(record), 3)
+            middle.addWidget(self._usage(record), 2)
+            column.addLayout(middle)
+            column.addWidget(self._phases(record))
+            column.addWidget(self._artifacts(record))
+        column.addStretch(1)
+        self.scroll.setWidget(inner)
+
+    # --- sections ---
+
+    def _outcome(self, record: TrialRecord) -> QFrame:
+        frame, body = _section("Outcome")
+        pill = QLabel(outcome_pill(record.outcome, record.failure))
+        pill.setTextFormat(Qt.TextFormat.RichText)
+        font = QFont(pill.font())
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        pill.setFont(font)
+        body.addWidget(pill)
+        f = record.failure
+        self.reason = wrapped(f.reason if f else failure_line(record))
+        body.addWidget(self.reason)
+        if f and f.where:
+            body.addWidget(wrapped(f"where: {f.where}", style=_MUTED))
+        if record.void_fields:
+            missing = ", ".join(record.void_fields)
+            self.void_fields = wrapped(f"Void: no {missing} were recorded; this trial does not "
+                                       f"count toward the pass rate.",
+                                       style=f"color: {amber_text()}; font-weight: 600;")
+            body.addWidget(self.void_fields)
+        body.addStretch(1)
+        return frame
+
+    def _facts(self, record: TrialRecord) -> QFrame:
+        frame, body = _section("Trial")
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(3)
+        rows: list[tuple[str, str | QWidget]] = [
+            ("case", f"{record.case_id} #{record.trial} · {record.variant}"),
+            ("id", record.id),
+            ("batch", record.batch_id),
+            ("trigger", record.trigger),
+            ("image", record.image or "—"),
+            ("started", fmt_time(record.started_at)),
+            ("finished", f"{fmt_time(record.finished_at)} · {fmt_ms(trial_ms(record))}"),
+            ("work", plural(len(record.turns), "turn") + " · "
+                     + plural(record.command_count, "command")),
+        ]
+        if record.tags:
+            chips = QWidget()
+            chip_row = QHBoxLayout(chips)
+            chip_row.setContentsMargins(0, 0, 0, 0)
+            chip_row.setSpacing(4)
+            for t in record.tags:
+                chip_row.addWidget(tag(t, "palette(midlight)", "palette(text)"))
+            chip_row.addStretch(1)
+            rows.append(("tags", chips))
+        for r, (key, value) in enumerate(rows):
+            k = QLabel(key)
+            k.setStyleSheet(_MUTED)
+            grid.addWidget(k, r, 0, Qt.AlignmentFlag.AlignTop)
+            if isinstance(value, str):
+                value_label = QLabel(value)
+                value_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+                value_label.setWordWrap(True)
+                value = value_label
+            grid.addWidget(value, r, 1)
+        grid.setColumnStretch(1, 1)
+        body.addLayout(grid)
+        body.addStretch(1)
+        return frame
+
+    def _timings(self, record: TrialRecord) -> QFrame:
+        frame, body = _section("Time")
+        timings = record.timings.model_dump()
+        parts = [(label, int(timings.get(key, 0)), colour) for key, label, colour in TIMING_PARTS
+                 if key != "slot_ms" or timings.get("slot_ms")]
+        self.timing_bar = TimingBar()
+        self.timing_bar.set_parts(parts)
+        body.addWidget(self.timing_bar)
+        # Entries joined by &nbsp; inside, plain spaces between: a wrap never splits one.
+        legend = " &nbsp; ".join(f"<span style='color:{colour}'>■</span>&nbsp;{label}&nbsp;"
+                                 f"<b>{fmt_ms(ms)}</b>" for label, ms, colour in parts if ms > 0)
+        self.timing_legend = QLabel(legend)
+        self.timing_legend.setTextFormat(Qt.TextFormat.RichText)
+        self.timing_legend.setWordWrap(True)
+        body.addWidget(self.timing_legend)
+        slot = " · waiting for a slot is not counted by the timeout" if timings["slot_ms"] else ""
+        total = QLabel(f"whole trial {fmt_ms(trial_ms(record))}{slot}")
+        total.setStyleSheet(_MUTED)
+        body.addWidget(total)
+        body.addStretch(1)
+        return frame
+
+    def _usage(self, record: TrialRecord) -> QFrame:
+        frame, body = _section("Tokens")
+        u = record.usage
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(14)
+        grid.setVerticalSpacing(0)
+        stats = [("input", u.input), ("output", u.output), ("cache read", u.cache_read),
+                 ("cache write", u.cache_write), ("reasoning", u.reasoning)]
+        for i, (name, value) in enumerate(stats):
+            number = QLabel("—" if value is None else f"{value:,}")
+            font = QFont(number.font())
+            font.setBold(True)
+            number.setFont(font)
+            caption = QLabel(name)
+            caption.setStyleSheet(_MUTED)
+            grid.addWidget(number, 0, i)
+            grid.addWidget(caption, 1, i)
+            self.usage_values[name] = number
+        grid.setColumnStretch(len(stats), 1)
+        body.addLayout(grid)
+        for warning in record.usage_warnings:
+            body.addWidget(wrapped(f"⚠ {warning}",
+                                   style=f"color: {amber_text()}; font-weight: 600;"))
+        body.addStretch(1)
+        return frame
+
+    def _phases(self, record: TrialRecord) -> QFrame:
+        frame, body = _section(f"Phases ({len(record.phases)})")
+        table = make_table(["phase", "status", "start", "duration", "detail"])
+        table.setRowCount(len(record.phases))
+        for r, s in enumerate(record.phases):
+            swatch = QPixmap(10, 10)
+            swatch.fill(phase_colour(s.phase))
+            name = table_item(s.phase if s.index is None else f"{s.phase} {s.index}")
+            name.setIcon(swatch)
+            table.setItem(r, 0, name)
+            colour = (amber_text() if s.status in ("error", "aborted")
+                      else _PHASE_STATUS_COLOUR.get(s.status))
+            table.setItem(r, 1, table_item(s.status, colour=colour))
+            table.setItem(r, 2, table_item(fmt_ms(s.start_ms), align_right=True))
+            table.setItem(r, 3, table_item(fmt_ms(s.end_ms - s.start_ms), align_right=True))
+            _badged_cell(table, r, 4, s.detail)
+        header = table.horizontalHeader()
+        for c in range(4):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        _fit_rows(table)
+        self.phases_table = table
+        body.addWidget(table)
+        return frame
+
+    def _artifacts(self, record: TrialRecord) -> QFrame:
+        frame, body = _section(f"Artifacts ({len(record.artifacts)})")
+        self.artifacts_table = table = make_table(["path", "bytes", "sha256"])
+        if not record.artifacts:
+            note = "No workspace files captured (c.capture(path) saves one into the record)."
+            body.addWidget(wrapped(note, style=_MUTED, code=False))
+            return frame
+        table.setRowCount(len(record.artifacts))
+        for r, a in enumerate(record.artifacts):
+            table.setItem(r, 0, table_item(a.path, mono=True))
+            table.setItem(r, 1, table_item(fmt_bytes(a.bytes), align_right=True,
+                                           tip=f"{a.bytes:,} bytes"))
+            table.setItem(r, 2, table_item(a.sha256[:12] + "…", mono=True, tip=a.sha256))
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in (1, 2):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        _fit_rows(table)
+        body.addWidget(table)
+        self.artifact_holder = QVBoxLayout()
+        body.addLayout(self.artifact_holder)
+        table.currentCellChanged.connect(lambda row, *_: self.show_artifact(row))
+        table.selectRow(0)
+        return frame
+
+    def show_artifact(self, row: int) -> None:
+        """Show the text of artifact `row` under the table, when it was captured as text."""
+        if self.record is None or not 0 <= row < len(self.record.artifacts):
+            return
+        while self.artifact_holder.count():
+            old = self.artifact_holder.takeAt(0).widget()
+            if old is not None:
+                old.deleteLater()
+        artifact = self.record.artifacts[row]
+        if artifact.text is None:
+            self.artifact_text = None
+            note = (f"{artifact.path} was not saved as text (binary, too large, or it held a "
+                    f"password).")
+            self.artifact_holder.addWidget(wrapped(note, style=_MUTED, code=False))
+            return
+        self.artifact_text = TextBlock(artifact.text, lines=14)
+        self.artifact_holder.addWidget(self.artifact_text)

@@ -1,0 +1,261 @@
+"""The trial browser: what a user sees in the tree, and how filters, sorting, keys and
+live updates change it. Built on the real recorded batch, and on synthetic stores for
+paging and live trials."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QIcon
+
+from engine.models import TrialRecord
+from engine.store import Store
+from engine.store.browse import BrowseFilter
+from studio import theme
+from studio.models.browser import (
+    COLUMN, BatchIdRole, BrowserModel, KindRole, TrialIdRole,
+)
+from studio.views.browser import EMPTY_TEXT, BrowserPanel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.make_store import make_store  # noqa: E402
+
+CASES = ["writes_greet", "adds_numbers", "needs_a_lockfile", "sleeps"]
+
+
+@pytest.fixture
+def store(recorded):
+    s = Store(recorded.store_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def panel(qtbot, store):
+    p = BrowserPanel(store, poll_ms=0, tick_ms=0)
+    qtbot.addWidget(p)
+    p.resize(900, 500)
+    p.show()
+    return p
+
+
+def text(model, index: QModelIndex, key: str) -> str:
+    return model.index(index.row(), COLUMN[key], index.parent()).data()
+
+
+def children(model, parent: QModelIndex) -> list[QModelIndex]:
+    if model.canFetchMore(parent):
+        model.fetchMore(parent)
+    return [model.index(row, 0, parent) for row in range(model.rowCount(parent))]
+
+
+def runs_by_case(model) -> dict[str, QModelIndex]:
+    (batch,) = children(model, QModelIndex())
+    return {run.data().split(" · ")[0]: run for run in children(model, batch)}
+
+
+def test_the_batch_its_runs_and_trials_with_glyphs(qtbot, store, recorded, records):
+    model = BrowserModel(store)
+    (batch,) = children(model, QModelIndex())
+    assert batch.data(BatchIdRole) == recorded.batch_id and batch.data(KindRole) == "batch"
+    # b_… · api · just now  1/3: one pass of three scored trials (the void one never counts)
+    assert batch.data().startswith(recorded.batch_id[:7] + " · api · ")
+    assert batch.data().endswith("1/3")
+    runs = runs_by_case(model)
+    assert sorted(runs) == sorted(CASES)
+    assert runs["writes_greet"].data() == "writes_greet · scripted"
+    glyphs = {"writes_greet": "✓ pass", "adds_numbers": "✗ fail · assertion",
+              "needs_a_lockfile": "○ void", "sleeps": "✗ fail · timeout"}
+    for case, run in runs.items():
+        (trial,) = children(model, run)
+        assert trial.data() == "#1" and trial.data(KindRole) == "trial"
+        assert trial.data(TrialIdRole) == recorded.trials[case]
+        assert text(model, trial, "outcome").startswith(glyphs[case])
+        icon = trial.data(Qt.ItemDataRole.DecorationRole)
+        assert isinstance(icon, QIcon) and not icon.isNull()
+        colour = model.index(trial.row(), COLUMN["outcome"], run).data(
+            Qt.ItemDataRole.ForegroundRole)
+        assert colour.name() == theme.OUTCOME_COLOUR[records[case].outcome]
+        assert text(model, trial, "commands") == str(records[case].command_count)
+    greet = records["writes_greet"]
+    assert text(model, runs["writes_greet"], "tokens") != "—"
+    assert greet.usage.input + greet.usage.output >= 3400
+
+
+def test_pass_rate_is_a_dash_for_the_void_run_and_the_void_trial_says_why(store, records):
+    model = BrowserModel(store)
+    runs = runs_by_case(model)
+    assert text(model, runs["needs_a_lockfile"], "pass_rate") == "—"
+    assert text(model, runs["writes_greet"], "pass_rate") == "100%"
+    assert text(model, runs["adds_numbers"], "pass_rate") == "0%"
+    (void,) = children(model, runs["needs_a_lockfile"])
+    reason = records["needs_a_lockfile"].failure.reason
+    assert reason in void.data(Qt.ItemDataRole.ToolTipRole)
+    assert reason in text(model, void, "outcome")
+
+
+def test_filtering_by_outcome_fail_leaves_the_failing_runs(qtbot, panel):
+    panel.outcome.setCurrentIndex(panel.outcome.findData("fail"))
+    assert panel.model.filter == BrowseFilter(outcomes={"fail"})
+    runs = runs_by_case(panel.model)
+    assert sorted(runs) == ["adds_numbers", "sleeps"]
+    for run in runs.values():
+        assert all(text(panel.model, t, "outcome").startswith("✗") for t in children(panel.model, run))
+    panel.outcome.setCurrentIndex(panel.outcome.findData("infra_error"))
+    assert sorted(runs_by_case(panel.model)) == ["needs_a_lockfile"]
+
+
+def test_failure_kind_and_case_combos_come_from_the_store(panel):
+    kinds = [panel.failure_kind.itemData(i) for i in range(1, panel.failure_kind.count())]
+    assert kinds == ["assertion", "infra", "timeout"]
+    panel.failure_kind.setCurrentIndex(panel.failure_kind.findData("timeout"))
+    assert sorted(runs_by_case(panel.model)) == ["sleeps"]
+    panel.failure_kind.setCurrentIndex(0)
+    panel.case.setCurrentIndex(panel.case.findData("adds_numbers"))
+    assert sorted(runs_by_case(panel.model)) == ["adds_numbers"]
+    panel.case.setCurrentIndex(0)
+    panel.tag.setCurrentIndex(panel.tag.findData("math"))
+    assert sorted(runs_by_case(panel.model)) == ["adds_numbers"]
+
+
+def test_free_text_filters_after_a_pause(qtbot, panel, recorded):
+    qtbot.keyClicks(panel.search, "GREET")
+    assert panel.model.filter.text == ""  # debounced: no query per key
+    qtbot.waitUntil(lambda: panel.model.filter.text == "GREET", timeout=2000)
+    assert sorted(runs_by_case(panel.model)) == ["writes_greet"]
+    panel.search.setText(recorded.trials["sleeps"])  # a trial id
+    qtbot.waitUntil(lambda: sorted(runs_by_case(panel.model)) == ["sleeps"], timeout=2000)
+    panel.search.setText("no such thing")
+    qtbot.waitUntil(lambda: panel.model.rowCount() == 0, timeout=2000)
+    assert not panel.empty.isHidden() and "filters" in panel.empty.text()
+    panel.clear_filter()
+    assert panel.model.rowCount() == 1 and panel.empty.isHidden()
+
+
+def test_sort_by_duration(panel, records):
+    def duration(case: str) -> float:
+        rec = records[case]
+        return (datetime.fromisoformat(rec.finished_at)
+                - datetime.fromisoformat(rec.started_at)).total_seconds()
+
+    for order, reverse in ((Qt.SortOrder.DescendingOrder, True),
+                           (Qt.SortOrder.AscendingOrder, False)):
+        panel.tree.sortByColumn(COLUMN["duration"], order)
+        (batch,) = children(panel.model, QModelIndex())
+        shown = [run.data().split(" · ")[0] for run in children(panel.model, batch)]
+        assert shown == sorted(CASES, key=duration, reverse=reverse)
+
+
+def test_select_id_expands_selects_and_says_so(qtbot, panel, recorded):
+    trial_id = recorded.trials["adds_numbers"]
+    with qtbot.waitSignal(panel.trial_selected) as selected:
+        assert panel.select_id(trial_id)
+    assert selected.args == [trial_id]
+    current = panel.tree.currentIndex()
+    assert current.data(TrialIdRole) == trial_id
+    assert panel.tree.isExpanded(current.parent()) and panel.tree.isExpanded(current.parent().parent())
+    with qtbot.waitSignal(panel.batch_selected) as selected:
+        assert panel.select_id(recorded.batch_id[:8])  # a unique prefix is enough
+    assert selected.args == [recorded.batch_id]
+    assert not panel.select_id("t_nope")
+
+
+def test_select_id_clears_a_filter_that_hides_the_trial(panel, recorded):
+    panel.outcome.setCurrentIndex(panel.outcome.findData("pass"))
+    assert panel.select_id(recorded.trials["sleeps"])
+    assert panel.outcome.currentIndex() == 0 and not panel.model.filter.active
+
+
+def test_keys_move_and_enter_opens(qtbot, panel, recorded):
+    panel.tree.sortByColumn(COLUMN["name"], Qt.SortOrder.AscendingOrder)
+    panel.select_id(recorded.batch_id)
+    panel.tree.setFocus()
+    with qtbot.waitSignal(panel.trial_selected) as selected:
+        qtbot.keyClick(panel.tree, Qt.Key.Key_Down)  # the first run: adds_numbers
+        assert panel.tree.currentIndex().data(KindRole) == "run"
+        panel.expand(panel.tree.currentIndex())
+        qtbot.keyClick(panel.tree, Qt.Key.Key_Down)  # its trial
+    assert selected.args == [recorded.trials["adds_numbers"]]
+    with qtbot.waitSignal(panel.trial_activated) as activated:
+        qtbot.keyClick(panel.tree, Qt.Key.Key_Return)
+    assert activated.args == [recorded.trials["adds_numbers"]]
+    qtbot.keyClick(panel.tree, Qt.Key.Key_Up)
+    assert panel.tree.currentIndex().data(KindRole) == "run"
+
+
+def test_batches_page_in_as_the_view_asks(qtbot, tmp_path):
+    path = make_store(tmp_path / "many.db", trials=3000, batches=1000)
+    with Store(path) as store:
+        model = BrowserModel(store)
+        assert model.rowCount() == 200 and model.canFetchMore(QModelIndex())
+        model.fetchMore(QModelIndex())
+        assert model.rowCount() == 400
+        while model.canFetchMore(QModelIndex()):
+            model.fetchMore(QModelIndex())
+        assert model.rowCount() == 1000
+        ids = [model.index(row, 0).data(BatchIdRole) for row in range(1000)]
+        assert len(set(ids)) == 1000
+
+        panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+        qtbot.addWidget(panel)
+        panel.resize(600, 400)
+        panel.show()
+        first = panel.model.rowCount()
+        assert first < 1000
+        panel.tree.scrollToBottom()  # reaching the end asks for the next page
+        qtbot.waitUntil(lambda: panel.model.rowCount() > first, timeout=2000)
+
+
+def _record(trial_id: str, n: int, outcome: str | None = None) -> TrialRecord:
+    return TrialRecord(id=trial_id, batch_id="b_live", run_id="r_live", case_id="writes_greet",
+                       variant="scripted", trial=n, trigger="studio", outcome=outcome,
+                       started_at="2026-11-29T17:40:47.120Z",
+                       finished_at="2026-11-29T17:40:55.620Z" if outcome else None)
+
+
+def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
+    with Store(tmp_path / "live.db") as store:
+        panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+        qtbot.addWidget(panel)
+        assert not panel.empty.isHidden() and panel.empty.text() == EMPTY_TEXT
+
+        store.create_batch("b_live", "studio", owner="", started_at="2026-11-29T17:40:47.000Z")
+        store.create_run("r_live", "b_live", "writes_greet", "scripted", position=0)
+        store.create_trial(_record("t_live1", 1), owner="")
+        store.mark_trial_running("t_live1", "2026-11-29T17:40:47.120Z")
+        store.set_trial_phase("t_live1", "setup")
+        store.flush()
+        panel.poll()  # another process wrote: the panel notices on its own
+        assert panel.empty.isHidden()
+        assert panel.tree.isExpanded(panel.model.index(0, 0))  # the newest batch opens
+        model = panel.model
+        run = model.index_of("run", "r_live")
+        panel.expand(run)
+        trial = model.index_of("trial", "t_live1")
+        assert text(model, trial, "outcome").startswith("● setup")
+
+        started = int(time.time() * 1000) - 5000
+        model.mark_live("t_live1", "turn", started)  # the engine's event, ahead of the store
+        shown = text(model, trial, "outcome")
+        assert shown.startswith("● turn 5.")
+        time.sleep(1.0)
+        with qtbot.waitSignal(model.dataChanged):
+            model.tick()
+        later = text(model, trial, "outcome")
+        assert later.startswith("● turn ") and float(later[7:-1]) >= float(shown[7:-1]) + 1
+
+        # A second trial and the first one's end arrive; the tree keeps its expansion.
+        store.create_trial(_record("t_live2", 2), owner="")
+        store.save_trial(_record("t_live1", 1, "pass"))
+        store.flush()
+        panel.poll()
+        assert panel.tree.isExpanded(model.index_of("run", "r_live"))
+        assert model.rowCount(model.index_of("run", "r_live")) == 2
+        assert text(model, model.index_of("trial", "t_live1"), "outcome") == "✓ pass"
+        assert text(model, model.index_of("trial", "t_live2"), "outcome") == "● queued"
+        assert panel.case.findData("writes_greet") > 0  # the new case is in the combo

@@ -1,0 +1,132 @@
+"""The Overview, Egress and header over real records: how a trial ended, and what it used."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QTextDocumentFragment
+from PySide6.QtWidgets import QLabel, QWidget
+
+from engine.models import EgressEntry
+from studio.views.egress import EMPTY, EgressView
+from studio.views.header import TrialHeader
+from studio.views.overview import OverviewView
+
+
+def shown(label: QLabel) -> str:
+    return QTextDocumentFragment.fromHtml(label.text()).toPlainText()
+
+
+def seen(widget: QWidget) -> str:
+    return "\n".join(shown(label) for label in widget.findChildren(QLabel))
+
+
+@pytest.fixture
+def overview(qtbot):
+    w = OverviewView()
+    qtbot.addWidget(w)
+    w.resize(1100, 700)
+    w.show()
+    return w
+
+
+def test_a_failed_trial_says_why_and_where(overview, records):
+    overview.show_record(records["adds_numbers"])
+    text = seen(overview)
+    assert "✗ FAIL assertion" in text
+    assert shown(overview.reason) == ("python3 -c 'from calc import add; assert add(2, 3) == 5, "
+                                      "add(2, 3)' exited 1: AssertionError: -1")
+    assert "where: check 1 of 2" in text
+    assert overview.void_fields is None
+    table = overview.phases_table
+    failed = [table.item(r, 0).text() for r in range(table.rowCount())
+              if table.item(r, 1).text() == "failed"]
+    assert failed == ["check 1"]
+
+
+def test_a_void_trial_names_its_void_fields(overview, records):
+    overview.show_record(records["needs_a_lockfile"])
+    assert "○ INFRA ERROR" in seen(overview)
+    assert "setup step 2" in shown(overview.reason)
+    assert overview.void_fields is not None
+    assert "Void: no turns, trajectory, validations were recorded" in shown(overview.void_fields)
+
+
+def test_a_passed_trial_shows_its_phases_timings_usage_and_artifacts(overview, records):
+    record = records["writes_greet"]
+    overview.show_record(record)
+    assert "✓ PASS" in seen(overview)
+    table = overview.phases_table
+    assert table.rowCount() == len(record.phases)
+    assert [table.item(r, 0).text() for r in range(3)] == ["image", "container", "env"]
+    legend = shown(overview.timing_legend)
+    for part in ("setup", "agent", "diff", "checks", "judge", "teardown"):
+        assert part in legend
+    assert [label for label, _, _ in overview.timing_bar.parts][:3] == ["setup", "agent", "diff"]
+    assert overview.usage_values["input"].text() == "3,000"
+    assert overview.usage_values["cache read"].text() == "2,400"
+    assert overview.usage_values["reasoning"].text() == "—"
+    assert "smoke" in seen(overview)
+    # The captured file: its row, and its text shown once it is selected.
+    assert overview.artifacts_table.item(0, 0).text() == "greet.py"
+    assert overview.artifacts_table.item(0, 2).text() == record.artifacts[0].sha256[:12] + "…"
+    assert overview.artifact_text is not None
+    assert "def greet(name):" in overview.artifact_text.toPlainText()
+
+
+def test_usage_warnings_are_shown(overview, records):
+    warnings = ["turn 2 reported no usage"]
+    record = records["writes_greet"].model_copy(update={"usage_warnings": warnings})
+    overview.show_record(record)
+    assert "⚠ turn 2 reported no usage" in seen(overview)
+
+
+def test_no_record_is_an_empty_state(overview):
+    overview.show_record(None)
+    assert "Select a trial" in seen(overview)
+
+
+def test_egress_empty_state_and_table(qtbot, records):
+    view = EgressView()
+    qtbot.addWidget(view)
+    view.show_record(records["writes_greet"])
+    assert view.pages.currentWidget() is view.empty
+    assert view.empty.text() == EMPTY
+    assert EMPTY == ("No requests left this sandbox (it has no network; the egress gateway logs "
+                     "what goes through it).")
+    record = records["writes_greet"].model_copy(update={"egress": [
+        EgressEntry(method="POST", host="api.openai.com", path="/v1/chat/completions", allowed=True,
+                    brokered=["OPENAI_API_KEY"], status=200, bytes=2048, ms=800),
+        EgressEntry(method="CONNECT", host="evil.example", path="/", allowed=False, status=403),
+    ]})
+    view.show_record(record)
+    assert view.pages.currentIndex() == 1
+    rows = [[view.table.item(r, c).text() for c in range(8)] for r in range(view.table.rowCount())]
+    assert rows == [["POST", "api.openai.com", "/v1/chat/completions", "✓ allowed",
+                     "OPENAI_API_KEY", "200", "2.0 KB", "800ms"],
+                    ["CONNECT", "evil.example", "/", "✗ blocked", "—", "403", "0 B", "0ms"]]
+    assert "2 requests" in shown(view.summary) and "1 blocked" in shown(view.summary)
+
+
+def test_header_says_what_and_why(qtbot, records):
+    header = TrialHeader()
+    qtbot.addWidget(header)
+    header.resize(1100, 60)
+    header.show()
+    header.show_record(records["adds_numbers"])
+    assert header.title.full_text() == "adds_numbers #1 · scripted"
+    assert shown(header.outcome).strip() == "✗ FAIL assertion"
+    assert header.reason.full_text().endswith("exited 1: AssertionError: -1 (check 1 of 2)")
+    header.show_record(records["needs_a_lockfile"])
+    assert header.reason.full_text().endswith("(setup step 2) · void")
+    header.show_record(records["writes_greet"])
+    assert shown(header.outcome).strip() == "✓ PASS"
+    assert header.reason.full_text().startswith("3 of 3 validations passed · 2 turns · 2 commands")
+    header.show_live("writes_greet", 2, "scripted", "turn 1", 12_300)
+    assert header.title.full_text() == "writes_greet #2 · scripted"
+    assert shown(header.outcome).strip() == "● RUNNING"
+    assert header.reason.full_text() == "turn 1 · 12s elapsed"
+    # A long reason is cut to fit, never widening the panel; the whole of it is in the tooltip.
+    header.resize(300, 60)
+    header.show_record(records["adds_numbers"])
+    assert shown(header.reason).endswith("…")
+    assert header.reason.toolTip() == header.reason.full_text()
