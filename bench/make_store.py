@@ -146,7 +146,10 @@ def _trial(rng: random.Random, batch_id: str, run_id: str, case: str, variant: s
         failure = {"kind": kind, "reason": rng.choice(FAILURES[kind]),
                    "where": "check 1 of 2" if kind == "assertion" else None}
     scored = outcome in ("pass", "fail")
-    commands = max(0, base_commands + rng.randint(-3, 3) + (rng.randint(0, 12) if outcome == "fail" else 0)) if scored else 0
+    commands = 0
+    if scored:  # failing agents wander: more commands, more spread
+        extra = rng.randint(0, 12) if outcome == "fail" else 0
+        commands = max(0, base_commands + rng.randint(-3, 3) + extra)
     duration_ms = int(rng.lognormvariate(10.5, 0.8)) if outcome not in (None, "skipped") else None
     usage_in = int(rng.lognormvariate(9.5, 1.0)) if scored else 0
     usage_out = usage_in // rng.randint(8, 30) if scored else 0

@@ -14,7 +14,7 @@ from typing import Callable
 import docker
 
 from .config import Config, Variant
-from .events import BatchFinished, BatchStarted, Event, EventSink, TrialFinished
+from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
 from .models import BatchSummary, TrialRecord
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.images import Images
@@ -135,6 +135,8 @@ class Engine:
         """Run every trial of a planned batch and wait for them."""
         def emit(event: Event) -> None:
             self.store.add_event(event)
+            if isinstance(event, PhaseStarted):  # the browser shows a running trial's phase
+                self.store.set_trial_phase(event.trial_id, event.phase)
             if sink is not None:
                 sink(event)
 

@@ -40,7 +40,7 @@ from .views.evidence import EvidenceView
 from .views.header import TrialHeader
 from .views.overview import OverviewView
 from .views.run import RunDialog, default_eval_path
-from .views.timeline import TimelineView
+from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 
 LIVE_REFRESH_MS = 200
@@ -225,13 +225,9 @@ class MainWindow(QMainWindow):
         summary = self.store.batch_summary(batch_id)
         if summary is None:
             return
-        rows = []
-        for run in summary.runs:
-            for trial in run.trials:
-                record = self.store.get_trial(trial.id)
-                if record is not None:
-                    rows.append((f"{run.case_id}#{trial.trial} {run.variant}", spans_from_record(record)))
-        self.timeline.show_batch(rows)
+        records = [r for run in summary.runs for t in run.trials
+                   if (r := self.store.get_trial(t.id)) is not None]
+        self.timeline.show_batch(batch_rows(records))
         self.header.show_record(None)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:

@@ -281,7 +281,8 @@ def count_batches(source: Source, flt: BrowseFilter = BrowseFilter()) -> int:
     if not flt.active:
         sql = "SELECT count(*) FROM batch"
     else:
-        sql = f"SELECT count(DISTINCT t.batch_id) FROM {_FILTERED} WHERE {_trial_filter(flt, params)}"
+        where = _trial_filter(flt, params)
+        sql = f"SELECT count(DISTINCT t.batch_id) FROM {_FILTERED} WHERE {where}"
     return int(_rows(source, sql, params)[0][0])
 
 
@@ -290,7 +291,7 @@ def count_batches(source: Source, flt: BrowseFilter = BrowseFilter()) -> int:
 _RUN_ORDER = {
     "name": "case_id", "outcome": _PROBLEMS, "pass_rate": _PASS_RATE,
     "deterministic": "deterministic", "commands": "command_median", "tokens": "tokens",
-    "duration": "duration_ms", "started": "started_at",
+    "duration": "duration_ms",  # "started": the order they were planned in, as a fallback
 }
 
 
@@ -323,8 +324,8 @@ def runs_of(source: Source, batch_id: str, flt: BrowseFilter = BrowseFilter(),
                    CAST(avg(duration_ms) AS INTEGER) AS duration_ms,
                    min(started_at) AS started_at
             FROM batch_trials GROUP BY run_id)
-        SELECT * FROM (SELECT r.id, r.case_id, r.variant, r.position, {_coalesced("c")}, c.cmin, c.cmax, m.median AS command_median,
-               c.duration_ms, c.started_at,
+        SELECT * FROM (SELECT r.id, r.case_id, r.variant, r.position, {_coalesced("c")},
+               c.cmin, c.cmax, m.median AS command_median, c.duration_ms, c.started_at,
                -- SPEC.md: at least two scored trials, one outcome, command counts within 4
                coalesce(c.passed + c.failed >= 2 AND (c.passed = 0 OR c.failed = 0)
                         AND c.cmax - c.cmin <= 4, 0) AS deterministic
@@ -342,7 +343,7 @@ def runs_of(source: Source, batch_id: str, flt: BrowseFilter = BrowseFilter(),
 _TRIAL_ORDER = {
     "outcome": "coalesce(t.outcome, '')", "pass_rate": "(t.outcome = 'pass')",
     "commands": "t.command_count", "duration": "t.duration_ms", "tokens": "t.tokens",
-    "started": "t.started_at",
+    # "started": by trial number, which is the order they start in (queued ones have no time)
 }
 _TRIAL_COLUMNS = ("t.id, t.run_id, t.batch_id, t.trial, t.status, t.outcome, t.failure_kind, "
                   "t.failure_reason, t.failure_where, t.command_count, t.duration_ms, t.tokens, "
@@ -381,7 +382,8 @@ def filter_options(source: Source) -> FilterOptions:
         UNION ALL SELECT DISTINCT 'kind', failure_kind FROM trial INDEXED BY ix_trial_filter
             WHERE failure_kind IS NOT NULL
         UNION ALL SELECT DISTINCT 'tag', j.value
-            FROM (SELECT DISTINCT tags FROM trial INDEXED BY ix_trial_filter) d, json_each(d.tags) j"""
+            FROM (SELECT DISTINCT tags FROM trial INDEXED BY ix_trial_filter) d,
+                 json_each(d.tags) j"""
     found: dict[str, set[str]] = {"case": set(), "variant": set(), "tag": set(), "kind": set()}
     for what, value in _rows(source, sql, {}):
         found[what].add(value)

@@ -355,6 +355,11 @@ class Store:
                              started_at=b.started_at, finished_at=b.finished_at,
                              runs=runs_of[b.id]) for b in batch_rows]
 
+    def last_event_seq(self) -> int:
+        """The newest event's seq (0 when none), so a reader can follow only what comes next."""
+        with self._read() as conn:
+            return conn.execute(select(func.max(EventRow.seq))).scalar() or 0
+
     def events(self, *, trial_id: str | None = None, batch_id: str | None = None,
                after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, Event]]:
         """Events in order after `after_seq`; page with the last seq returned."""

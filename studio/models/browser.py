@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from PySide6.QtCore import (
-    QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect, Qt, Signal,
+    QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect, Qt, QTimer, Signal,
 )
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 
@@ -34,6 +34,7 @@ Item = BatchItem | RunItem | TrialItem
 Index = QModelIndex | QPersistentModelIndex
 
 PAGE_SIZE = 200
+NEAR_END = 60  # painting a batch this close to the last loaded one asks for the next page
 HEADERS = ["Name", "Outcome", "Pass rate", "Deterministic", "Commands", "Duration", "Tokens",
            "Trigger", "Started"]
 COLUMN = {key: n for n, key in enumerate(SORT_KEYS)}  # the columns are the sort keys, in order
@@ -144,9 +145,7 @@ def outcome_icon(outcome: str | None) -> QIcon:
 class BrowserModel(QAbstractItemModel):
     """Batches → runs → trials of a store, filtered and sorted in SQL."""
 
-    # After a reset, a page load or a refresh: how many batches are loaded, and whether
-    # the store holds any batch at all (for the empty state).
-    loaded = Signal()
+    loaded = Signal()  # after a reset, a page of batches or a refresh (the empty state listens)
 
     def __init__(self, store: Store, page_size: int = PAGE_SIZE, parent: Any = None) -> None:
         super().__init__(parent)
@@ -160,6 +159,12 @@ class BrowserModel(QAbstractItemModel):
         self._by_id: dict[tuple[Kind, str], Node] = {}
         self._next_key = 1
         self._more = False
+        # QTreeView lays the root out again after every reset and every insert below an
+        # expanded row, and fetches a page each time canFetchMore allows it. With a view
+        # attached (`follow_view`), a page is offered only once the view has painted near
+        # the end of what is loaded, so pages follow scrolling, not layouts.
+        self.follow_view = False
+        self._painted_near_end = False
         # Trial id -> (phase, started epoch ms) from the engine's events, ahead of the store.
         self._live: dict[str, tuple[str, int | None]] = {}
         self._reload()
@@ -205,7 +210,7 @@ class BrowserModel(QAbstractItemModel):
     def canFetchMore(self, parent: Index) -> bool:
         node = self._node(parent)
         if node is None:
-            return self._more
+            return self._more and (self._painted_near_end or not self.follow_view)
         return node.kind != "trial" and node.children is None
 
     def fetchMore(self, parent: Index) -> None:
@@ -246,6 +251,8 @@ class BrowserModel(QAbstractItemModel):
         column = index.column()
         item = node.item
         if role == Qt.ItemDataRole.DisplayRole:
+            if node.parent is None and node.row >= len(self._batches) - NEAR_END:
+                self._near_end()
             return self._text(node, column)
         if role == Qt.ItemDataRole.DecorationRole and column == 0:
             return outcome_icon(self._outcome(node))
@@ -275,9 +282,13 @@ class BrowserModel(QAbstractItemModel):
             return item.outcome  # None while queued or running
         return _overall(item.counts, getattr(item, "status", ""))
 
+    def _running(self, trial: TrialItem) -> bool:
+        # The engine's events may say so before the store does.
+        return trial.outcome is None and (trial.status == "running" or trial.id in self._live)
+
     def _live_phase(self, trial: TrialItem) -> tuple[str, int | None]:
         phase, started = self._live.get(trial.id, (trial.phase or "", None))
-        return phase or ("running" if trial.status == "running" else "queued"), \
+        return phase or ("running" if self._running(trial) else "queued"), \
             started if started is not None else _epoch_ms(trial.started_at)
 
     def _elapsed(self, started_ms: int | None) -> int | None:
@@ -347,7 +358,7 @@ class BrowserModel(QAbstractItemModel):
             glyph = theme.OUTCOME_GLYPH[t.outcome]
             if t.outcome is None:
                 phase, started = self._live_phase(t)
-                elapsed = self._elapsed(started) if t.status == "running" else None
+                elapsed = self._elapsed(started) if self._running(t) else None
                 return f"{glyph} {phase} {theme.fmt_ms(elapsed)}" if elapsed is not None \
                     else f"{glyph} {phase}"
             if t.outcome == "infra_error":
@@ -358,7 +369,7 @@ class BrowserModel(QAbstractItemModel):
         if key == "commands":
             return str(t.command_count) if t.outcome not in (None, "skipped") else "—"
         if key == "duration":
-            if t.outcome is None and t.status == "running":
+            if self._running(t):
                 return theme.fmt_ms(self._elapsed(self._live_phase(t)[1]))
             return theme.fmt_ms(t.duration_ms)
         if key == "tokens":
@@ -400,11 +411,29 @@ class BrowserModel(QAbstractItemModel):
         self._by_id.pop((node.kind, node.item.id), None)
 
     def _query_children(self, node: Node) -> list[Any]:
+        sort = self.sort_order
+        if sort.key == "started":
+            # Newest batches first, but a batch's runs and a run's trials in the order they ran.
+            sort = Sort("started", descending=False)
         if node.kind == "batch":
-            return runs_of(self.store, node.item.id, self.filter, self.sort_order)
-        return trials_of(self.store, node.item.id, self.filter, self.sort_order)
+            return runs_of(self.store, node.item.id, self.filter, sort)
+        return trials_of(self.store, node.item.id, self.filter, sort)
+
+    def _near_end(self) -> None:
+        if self._painted_near_end or not self._more:
+            return
+        self._painted_near_end = True
+        if self.follow_view:
+            # The view painted its way close to the end (a drag of the scroll bar included):
+            # fetch once this paint is over.
+            QTimer.singleShot(0, self, self._fetch_if_near_end)
+
+    def _fetch_if_near_end(self) -> None:
+        if self._painted_near_end and self._more:
+            self._fetch_batches()
 
     def _fetch_batches(self) -> None:
+        self._painted_near_end = False
         items = batches_page(self.store, self.filter, self.sort_order, len(self._batches),
                              self.page_size)
         self._more = len(items) == self.page_size
@@ -419,6 +448,7 @@ class BrowserModel(QAbstractItemModel):
         self.loaded.emit()
 
     def _reload(self) -> None:
+        self._painted_near_end = False
         self.beginResetModel()
         self._batches, self._nodes, self._by_id = [], {}, {}
         self.stamp = change_stamp(self.store)
@@ -475,7 +505,7 @@ class BrowserModel(QAbstractItemModel):
         if node.kind == "trial":
             return item.status != "done"
         return item.counts.running > 0 or getattr(item, "status", "") == "running" \
-            or any(t.status != "done" for t in node.children or [] if t.kind == "trial")
+            or any(t.item.status != "done" for t in node.children or [] if t.kind == "trial")
 
     def _sync(self, parent: Node | None, items: list[Any]) -> set[int]:
         """Make `parent`'s rows these items, in this order, with the fewest row signals.
@@ -494,14 +524,13 @@ class BrowserModel(QAbstractItemModel):
                 self.endRemoveRows()
         position = {item.id: n for n, item in enumerate(items)}
         if [n.item.id for n in nodes] != sorted((n.item.id for n in nodes), key=position.get):
-            parents = [] if parent is None else [QPersistentModelIndex(parent_index)]
-            self.layoutAboutToBeChanged.emit(parents)
+            self.layoutAboutToBeChanged.emit()  # PySide6 emits this signal without arguments
             nodes.sort(key=lambda n: position[n.item.id])
             self._renumber(nodes, 0)
             self.changePersistentIndexList(
                 self.persistentIndexList(),
                 [self._moved(index) for index in self.persistentIndexList()])
-            self.layoutChanged.emit(parents)
+            self.layoutChanged.emit()
         changed: set[int] = set()
         kind: Kind = "batch" if parent is None else "run" if parent.kind == "batch" else "trial"
         for row, item in enumerate(items):
@@ -542,10 +571,15 @@ class BrowserModel(QAbstractItemModel):
 
     def tick(self) -> None:
         """Repaint the live rows, so their elapsed times move (a view timer calls this)."""
-        for node in list(self._by_id.values()):
-            if node.kind == "trial" and node.item.status == "running" \
-                    or node.kind == "batch" and node.item.status == "running":
-                self._row_changed(node, COLUMN["outcome"], COLUMN["duration"])
+        columns = COLUMN["outcome"], COLUMN["duration"]
+        for batch in self._batches:
+            if not self._is_live(batch):
+                continue
+            self._row_changed(batch, *columns)
+            for run in batch.children or []:
+                for trial in run.children or []:
+                    if self._running(trial.item):
+                        self._row_changed(trial, *columns)
 
     def _row_changed(self, node: Node, first: int = 0, last: int = len(HEADERS) - 1) -> None:
         self.dataChanged.emit(self.createIndex(node.row, first, node.key),

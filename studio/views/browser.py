@@ -54,6 +54,7 @@ class BrowserPanel(QWidget):
         super().__init__(parent)
         self.store = store
         self.model = BrowserModel(store, parent=self)
+        self.model.follow_view = True  # pages follow this tree's scrolling
 
         self.outcome = _combo("Outcome")
         for label, value in OUTCOMES:
@@ -86,10 +87,13 @@ class BrowserPanel(QWidget):
         # Newest first, which is also the model's own starting order: no second load.
         header.setSortIndicator(COLUMN["started"], Qt.SortOrder.DescendingOrder)
         self.tree.setSortingEnabled(True)
+        # After the tree's own slot has re-sorted the model (it connected first).
+        header.sortIndicatorChanged.connect(lambda _column, _order: self._restore_expanded())
         self.tree.selectionModel().currentChanged.connect(self._on_current)
         self.tree.activated.connect(self._on_activated)
+        # Re-opened by whoever reset the model (filter, sort), not from inside modelReset:
+        # rows loaded while other views still handle the reset would reach them mid-reset.
         self.model.modelAboutToBeReset.connect(self._remember_expanded)
-        self.model.modelReset.connect(self._restore_expanded)
         self.model.loaded.connect(self._update_empty)
         self._expanded: list[tuple[str, str]] = []  # (kind, id), parents before children
 
@@ -146,7 +150,10 @@ class BrowserPanel(QWidget):
 
     def apply_filter(self) -> None:
         self._debounce.stop()
-        self.model.set_filter(self.current_filter())
+        flt = self.current_filter()
+        if flt != self.model.filter:
+            self.model.set_filter(flt)
+            self._restore_expanded()
 
     def clear_filter(self) -> None:
         for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):

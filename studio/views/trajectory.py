@@ -409,7 +409,7 @@ class TrajectoryView(QWidget):
         layout.addWidget(self.list)
 
         context = Qt.ShortcutContext.WidgetWithChildrenShortcut
-        QShortcut(QKeySequence.StandardKey.Find, self, self._focus_search, context=context)
+        # Ctrl+F belongs to the window, which calls focus_search() on the current tab.
         QShortcut(QKeySequence("F3"), self, lambda: self.find(), context=context)
         QShortcut(QKeySequence("Shift+F3"), self, lambda: self.find(backwards=True), context=context)
         self._update_chips()
@@ -484,7 +484,7 @@ class TrajectoryView(QWidget):
         self.list.setCurrentIndex(index)
         self.list.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
 
-    def _focus_search(self) -> None:
+    def focus_search(self) -> None:
         self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
         self.search.selectAll()
 

@@ -105,7 +105,8 @@ def test_filtering_by_outcome_fail_leaves_the_failing_runs(qtbot, panel):
     runs = runs_by_case(panel.model)
     assert sorted(runs) == ["adds_numbers", "sleeps"]
     for run in runs.values():
-        assert all(text(panel.model, t, "outcome").startswith("✗") for t in children(panel.model, run))
+        trials = children(panel.model, run)
+        assert all(text(panel.model, t, "outcome").startswith("✗") for t in trials)
     panel.outcome.setCurrentIndex(panel.outcome.findData("infra_error"))
     assert sorted(runs_by_case(panel.model)) == ["needs_a_lockfile"]
 
@@ -158,7 +159,8 @@ def test_select_id_expands_selects_and_says_so(qtbot, panel, recorded):
     assert selected.args == [trial_id]
     current = panel.tree.currentIndex()
     assert current.data(TrialIdRole) == trial_id
-    assert panel.tree.isExpanded(current.parent()) and panel.tree.isExpanded(current.parent().parent())
+    assert panel.tree.isExpanded(current.parent())
+    assert panel.tree.isExpanded(current.parent().parent())
     with qtbot.waitSignal(panel.batch_selected) as selected:
         assert panel.select_id(recorded.batch_id[:8])  # a unique prefix is enough
     assert selected.args == [recorded.batch_id]
@@ -259,3 +261,59 @@ def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
         assert text(model, model.index_of("trial", "t_live1"), "outcome") == "✓ pass"
         assert text(model, model.index_of("trial", "t_live2"), "outcome") == "● queued"
         assert panel.case.findData("writes_greet") > 0  # the new case is in the combo
+
+
+def test_refresh_inserts_moves_and_removes_rows_consistently(qtbot, qtmodeltester, tmp_path):
+    """A live filter and sort: rows come, move and go; the model stays a valid Qt model and
+    the selected trial stays selected."""
+    with Store(tmp_path / "moves.db") as store:
+        for n, batch in enumerate(("b_a", "b_b")):
+            store.create_batch(batch, "cli", owner="", started_at=f"2026-11-29T17:0{n}:00.000Z")
+            store.create_run(f"r_{batch}", batch, "writes_greet", "scripted", position=0)
+            rec = _record(f"t_{batch}", 1).model_copy(
+                update=dict(batch_id=batch, run_id=f"r_{batch}"))
+            store.create_trial(rec, owner="")
+            store.mark_trial_running(rec.id, "2026-11-29T17:40:47.120Z")
+        store.flush()
+        panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+        qtbot.addWidget(panel)
+        model = panel.model
+        panel.tree.sortByColumn(COLUMN["tokens"], Qt.SortOrder.DescendingOrder)
+        panel.outcome.setCurrentIndex(panel.outcome.findData("running"))
+        # Qt's tester stays attached and checks every change below. (Attached before a reset
+        # it would flag its own fetchMore of lazy children while it handles the reset.)
+        qtmodeltester.check(model, force_py=False)
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_b", "b_a"]
+        assert panel.select_id("t_b_a")
+
+        # b_a's trial finishes with many tokens and a second one is queued: b_a moves to
+        # the top, its finished trial leaves the "running" filter, the queued one comes.
+        first = store.get_trial("t_b_a")
+        store.create_trial(_record("t_b_a2", 2).model_copy(
+            update=dict(batch_id="b_a", run_id="r_b_a")), owner="")
+        store.save_trial(first.model_copy(update=dict(
+            outcome="pass", finished_at="2026-11-29T17:41:00.000Z",
+            usage=first.usage.model_copy(update=dict(input=5000)))))
+        store.flush()
+        panel.poll()
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_a", "b_b"]
+        assert panel.tree.currentIndex().data(TrialIdRole) is None  # it left the filter
+        run = model.index_of("run", "r_b_a")
+        assert [model.index(r, 0, run).data(TrialIdRole) for r in range(model.rowCount(run))] \
+            == ["t_b_a2"]
+
+        # b_b overtakes b_a: the rows swap and the selection moves with its trial.
+        assert panel.select_id("t_b_a2")
+        store.save_trial(_record("t_b_b2", 2, "pass").model_copy(update=dict(
+            batch_id="b_b", run_id="r_b_b", usage=first.usage.model_copy(update=dict(input=9000)))))
+        store.flush()
+        panel.poll()
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_b", "b_a"]
+        assert panel.tree.currentIndex().data(TrialIdRole) == "t_b_a2"
+
+        # Everything finishes: nothing is running, so the filter leaves nothing.
+        for trial_id in ("t_b_a2", "t_b_b"):
+            store.save_trial(store.get_trial(trial_id).model_copy(update=dict(outcome="fail")))
+        store.flush()
+        panel.poll()
+        assert model.rowCount() == 0 and not panel.empty.isHidden()

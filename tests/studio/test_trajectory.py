@@ -76,7 +76,7 @@ def test_search_finds_the_redacted_message(view, records, qtbot):
     qtbot.keyClick(view.search, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)
     assert view.list.currentIndex().row() == first.row()
     view.list.setFocus()
-    qtbot.keyClick(view.list, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    view.focus_search()  # the window's Ctrl+F calls this on the current tab (tests/studio/test_app.py)
     assert view.search.hasFocus()
 
 
