@@ -1,0 +1,225 @@
+"""The main window over real records and live runs: the embedded engine streaming
+into the window, a CLI batch on the same store appearing live, cancelling,
+errors shown in the window, and headless screenshots."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QImage
+
+from engine.store import Store
+
+SLOW_AGENT = """
+for i in 1 2 3 4; do
+  printf '{"type":"command","command":"step %s","exitCode":0,"output":"ok"}\\n' "$i"
+  sleep 0.7
+done
+echo '{"type":"finished","reason":"done"}'
+"""
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path):
+    from studio.app import MainWindow
+
+    made = []
+
+    def make(store_path):
+        store = Store(store_path)
+        window = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
+                            watch_docker=False)
+        qtbot.addWidget(window)
+        window.show()
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.close()
+        window.store.close()
+
+
+def _slow_suite(folder, sleep_agent=SLOW_AGENT, trials=2):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "agent.sh").write_text(sleep_agent)
+    (folder / "live.eval.py").write_text(textwrap.dedent(f"""
+        from pathlib import Path
+        from engine import evaluation
+
+        @evaluation(files={{".agent/run.sh": Path("agent.sh")}}, trials={trials})
+        def slow_steps(c):
+            c.send("take your time")
+            c.exec("true").to_succeed()
+    """))
+    (folder / "proctor.toml").write_text(textwrap.dedent("""
+        [defaults]
+        image = "proctor-test-base:bookworm"
+        concurrency = 1
+
+        [[variants]]
+        name = "scripted"
+        command = "sh .agent/run.sh"
+    """))
+    return folder / "live.eval.py"
+
+
+def _plan(path):
+    from engine.batch import BatchPlan
+    from engine.config import find_config, load_config
+    from engine.spec import load_cases
+
+    config = load_config(find_config(path))
+    return BatchPlan(cases=load_cases([path]), variants=config.variants, config=config, trigger="studio")
+
+
+def test_a_stored_trial_fills_every_view(recorded, make_window, qtbot):
+    window = make_window(recorded.store_path)
+    trial_id = recorded.trials["writes_greet"]
+    assert window.browser.select_id(trial_id)
+    qtbot.waitUntil(lambda: window.selected_trial == trial_id)
+    assert window.header.title.full_text().startswith("writes_greet #1")
+    assert "PASS" in window.header.outcome.text()
+    assert window.trajectory.model.rowCount() >= 2
+    assert window.diff.file_list.model().rowCount() >= 2
+    assert len(window.evidence.cards) == 3
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    qtbot.keyClick(window.tabs, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.currentWidget() is window.timeline
+    window.timeline.span_clicked.emit("turn", 2)
+    assert window.tabs.currentWidget() is window.trajectory
+
+
+def test_a_batch_shows_one_timeline_row_per_trial(recorded, make_window):
+    window = make_window(recorded.store_path)
+    assert window.browser.select_id(recorded.batch_id)
+    window.open_batch(recorded.batch_id)
+    assert len(window.timeline.row_labels) == len(recorded.trials)
+
+
+def test_a_run_from_the_window_streams_live(docker_client, make_window, qtbot, tmp_path):
+    window = make_window(tmp_path / "live.db")
+    delivered = []
+    window.bridge.events.connect(delivered.extend)
+    batch_id = window.start_batch(_plan(_slow_suite(tmp_path / "suite")))
+    assert batch_id and window.bridge.is_running(batch_id)
+
+    # The first trial's turn starts: select it while it runs.
+    qtbot.waitUntil(lambda: any(getattr(e, "phase", None) == "turn" for e in delivered), timeout=30_000)
+    trial_id = next(e.trial_id for e in delivered if getattr(e, "phase", None) == "turn")
+    window.browser.select_id(trial_id)
+    qtbot.waitUntil(lambda: window.selected_trial == trial_id)
+    assert window._live is not None, "a running trial opens in live mode"
+    spans_before = len(window._live.spans)
+    qtbot.waitUntil(lambda: window.trajectory.model.rowCount() >= 3, timeout=10_000)
+    assert window.store.get_trial(trial_id).outcome is None, "items arrived while the trial still ran"
+    qtbot.waitUntil(lambda: len(window._live.spans) > spans_before, timeout=10_000)
+
+    qtbot.waitUntil(lambda: not window.bridge.is_running(batch_id), timeout=60_000)
+    summary = window.store.batch_summary(batch_id)
+    assert [t.outcome for t in summary.runs[0].trials] == ["pass", "pass"]
+    qtbot.waitUntil(lambda: window._live is None, timeout=5_000)  # reopened from the stored record
+    assert "PASS" in window.header.outcome.text()
+    assert window.trajectory.model.rowCount() >= 5  # the full record: header + 4 commands
+
+
+def test_a_cli_batch_on_the_same_store_appears_live(docker_client, make_window, qtbot, tmp_path):
+    store_path = tmp_path / "shared.db"
+    window = make_window(store_path)
+    delivered = []
+    window.bridge.events.connect(delivered.extend)
+    suite = _slow_suite(tmp_path / "suite", trials=1)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    cli = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(suite), "--store", str(store_path)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        qtbot.waitUntil(lambda: any(getattr(e, "phase", None) == "turn" for e in delivered), timeout=30_000)
+        assert cli.poll() is None, "the CLI batch was seen while it ran"
+        batch_id = delivered[0].batch_id
+        qtbot.waitUntil(lambda: window.browser.model.locate(batch_id) is not None, timeout=10_000)
+        assert cli.wait(60) == 0, cli.stderr.read()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    qtbot.waitUntil(lambda: any(getattr(e, "type", "") == "trial_finished" for e in delivered), timeout=10_000)
+
+
+def test_a_trial_is_cancelled_from_the_window(docker_client, make_window, qtbot, tmp_path):
+    window = make_window(tmp_path / "cancel.db")
+    delivered = []
+    window.bridge.events.connect(delivered.extend)
+    agent = 'echo \'{"type":"message","role":"assistant","text":"waiting"}\'\nsleep 120\n'
+    batch_id = window.start_batch(_plan(_slow_suite(tmp_path / "suite", sleep_agent=agent, trials=2)))
+    qtbot.waitUntil(lambda: any(getattr(e, "phase", None) == "turn" for e in delivered), timeout=30_000)
+    trial_id = next(e.trial_id for e in delivered if getattr(e, "phase", None) == "turn")
+    window.browser.select_id(trial_id)
+    qtbot.waitUntil(lambda: window.selected_trial == trial_id)
+    window.stop_action.trigger()
+    started = time.monotonic()
+    qtbot.waitUntil(lambda: window.store.get_trial(trial_id).outcome is not None, timeout=20_000)
+    assert time.monotonic() - started < 15
+    record = window.store.get_trial(trial_id)
+    assert record.outcome == "infra_error" and "cancelled from the studio" in record.failure.reason
+    # The batch goes on with its other trial; cancel that one too by cancelling the batch.
+    window.bridge.cancel_batch(batch_id)
+    qtbot.waitUntil(lambda: not window.bridge.is_running(batch_id), timeout=30_000)
+    assert docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch_id}"}) == []
+
+
+def test_errors_are_shown_in_the_window(make_window, qtbot, tmp_path, monkeypatch):
+    window = make_window(tmp_path / "errors.db")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    suite = _slow_suite(tmp_path / "suite")
+    assert window.start_batch(_plan(suite)) is None
+    assert window.banner.isVisible() and "Docker is not reachable" in window.banner.text()
+
+    from studio.views.run import RunDialog
+
+    bad = tmp_path / "bad" / "broken.eval.py"
+    bad.parent.mkdir()
+    bad.write_text("from engine import evaluation\n\n@evaluation(timeout='soon')\ndef x(c):\n    pass\n")
+    dialog = RunDialog(window, str(bad))
+    qtbot.addWidget(dialog)
+    assert f"{bad}:3:" in dialog.error.text() and "soon" in dialog.error.text()
+
+
+def test_screenshots_render_headless(recorded, tmp_path):
+    trial_id = recorded.trials["adds_numbers"]
+    out = tmp_path / "evidence.png"
+    command = [sys.executable, "-m", "engine.cli", "studio", "--store", str(recorded.store_path),
+               "--open", trial_id, "--view", "evidence", "--screenshot", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (1400, 860)
+    colours = {image.pixel(x, y) for x in range(0, 1400, 50) for y in range(0, 860, 50)}
+    assert len(colours) > 5, "the screenshot is not blank"
+
+    missing = subprocess.run(command[:7] + ["t_nope", "--screenshot", str(tmp_path / "x.png")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no batch or trial t_nope" in missing.stderr
+
+
+def test_a_corrupt_store_is_one_sentence_not_a_crash(tmp_path, qtbot):
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(os.urandom(4096))
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "studio", "--store", str(corrupt),
+                           "--screenshot", str(tmp_path / "x.png")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert str(corrupt) in done.stderr and "move it away or pass --store" in done.stderr
+
+    from PySide6.QtWidgets import QLabel
+
+    from studio.app import ErrorWindow
+
+    window = ErrorWindow("corrupt.db is not a Proctor store")
+    qtbot.addWidget(window)
+    texts = " ".join(label.text() for label in window.findChildren(QLabel))
+    assert "corrupt.db is not a Proctor store" in texts and "--store" in texts
