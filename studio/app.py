@@ -53,25 +53,32 @@ class DockerStatus(QLabel):
 
     changed = Signal(str, bool)
 
-    def __init__(self) -> None:
+    def __init__(self, watch: bool = True) -> None:
         super().__init__("○ Docker: checking…")
         self.changed.connect(self._show)
         self._stop = threading.Event()
-        threading.Thread(target=self._watch, name="docker-status", daemon=True).start()
+        if watch:
+            threading.Thread(target=self._watch, name="docker-status", daemon=True).start()
+        else:  # a screenshot: one look, now
+            self._show(*self.check())
 
-    def _watch(self) -> None:
+    @staticmethod
+    def check() -> tuple[str, bool]:
         import docker
 
+        try:
+            client = docker.from_env(timeout=5)
+            version = client.version().get("Version", "?")
+            running = len(client.api.containers(filters={"label": "proctor=1"}))
+            client.close()
+            return f"● Docker {version} · {running} sandboxes running", True
+        except Exception:
+            return ("○ Docker is not reachable: start it with `sudo systemctl start docker` "
+                    "or `sudo bash packaging/docker-up`"), False
+
+    def _watch(self) -> None:
         while not self._stop.is_set():
-            try:
-                client = docker.from_env(timeout=5)
-                version = client.version().get("Version", "?")
-                running = len(client.api.containers(filters={"label": "proctor=1"}))
-                self.changed.emit(f"● Docker {version} · {running} trials running", True)
-                client.close()
-            except Exception:
-                self.changed.emit("○ Docker is not reachable: start it with `sudo systemctl start docker` "
-                                  "or `sudo bash packaging/docker-up`", False)
+            self.changed.emit(*self.check())
             self._stop.wait(DOCKER_POLL_S)
 
     def _show(self, text: str, ok: bool) -> None:
@@ -151,7 +158,7 @@ class MainWindow(QMainWindow):
 
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
-        self.docker_status = DockerStatus() if watch_docker else QLabel("")
+        self.docker_status = DockerStatus(watch=watch_docker)
         self.store_status = QLabel()
         status.addWidget(self.docker_status, 1)
         status.addPermanentWidget(self.store_status)
@@ -228,7 +235,7 @@ class MainWindow(QMainWindow):
         records = [r for run in summary.runs for t in run.trials
                    if (r := self.store.get_trial(t.id)) is not None]
         self.timeline.show_batch(batch_rows(records))
-        self.header.show_record(None)
+        self.header.show_batch(summary)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:
         if phase in ("turn", "diff") and index is not None:
@@ -320,8 +327,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("geometry", self.saveGeometry())
         self.settings.setValue("splitter", self.splitter.saveState())
         self.bridge.shutdown()
-        if isinstance(self.docker_status, DockerStatus):
-            self.docker_status.stop()
+        self.docker_status.stop()
         super().closeEvent(event)
 
     def show_view(self, name: str) -> None:

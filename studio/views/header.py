@@ -17,7 +17,7 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QFont, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from engine.models import Failure, TrialRecord
+from engine.models import BatchSummary, Failure, TrialRecord
 from studio.theme import OUTCOME_COLOUR, OUTCOME_GLYPH, fmt_ms, mono_font, redacted_html
 
 _CODE = re.compile(r"`([^`]*)`?")
@@ -168,6 +168,21 @@ class TrialHeader(QWidget):
         self.title.set_full_text(f"{record.case_id} #{record.trial} · {record.variant}")
         self.outcome.setText(outcome_pill(record.outcome, record.failure))
         self.reason.set_full_text(failure_line(record))
+
+    def show_batch(self, summary: BatchSummary) -> None:
+        """A batch: what it ran and how it went, run by run."""
+        trials = [t for run in summary.runs for t in run.trials]
+        counts = {o: sum(t.outcome == o for t in trials) for o in ("pass", "fail", "infra_error", "skipped")}
+        scored = counts["pass"] + counts["fail"]
+        rate = f"{counts['pass'] / scored:.0%} passed" if scored else "nothing scored"
+        self.title.set_full_text(f"{summary.batch_id} · {summary.trigger} · {plural(len(summary.runs), 'run')}"
+                                 f" · {plural(len(trials), 'trial')}")
+        running = summary.status == "running"
+        self.outcome.setText(outcome_pill(None) if running else "")
+        parts = [rate, f"{counts['pass']} pass", f"{counts['fail']} fail", f"{counts['infra_error']} void"]
+        if counts["skipped"]:
+            parts.append(f"{counts['skipped']} skipped")
+        self.reason.set_full_text(" · ".join(parts) + f" · {summary.status}")
 
     def show_live(self, case: str, trial: int, variant: str, phase: str, elapsed_ms: int) -> None:
         self.title.set_full_text(f"{case} #{trial} · {variant}")
