@@ -238,9 +238,20 @@ class MainWindow(QMainWindow):
         self.header.show_batch(summary)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:
+        """A click on a timeline bar opens what it stands for: a turn's trajectory items,
+        a check's or a judge's evidence card, the setup log."""
         if phase in ("turn", "diff") and index is not None:
-            self.trajectory.select_turn(index)
+            self.trajectory.select_phase(phase, index)
             self.tabs.setCurrentWidget(self.trajectory)
+            return
+        kind = {"check": "command", "judge": "judge"}.get(phase)
+        cards = [c for c in self.evidence.cards if c.validation.kind == kind]
+        target = cards[index - 1] if kind and index and index <= len(cards) else None
+        if phase == "setup":
+            target = self.evidence.setup_log
+        if target is not None:
+            self.tabs.setCurrentWidget(self.evidence)
+            self.evidence.scroll.ensureWidgetVisible(target)
 
     # --- live --------------------------------------------------------------------------
 

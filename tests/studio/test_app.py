@@ -95,6 +95,9 @@ def test_a_stored_trial_fills_every_view(recorded, make_window, qtbot):
     assert window.tabs.currentWidget() is window.timeline
     window.timeline.span_clicked.emit("turn", 2)
     assert window.tabs.currentWidget() is window.trajectory
+    assert window.trajectory.list.currentIndex().data().startswith("Turn 2")
+    window.timeline.span_clicked.emit("judge", 1)
+    assert window.tabs.currentWidget() is window.evidence
 
 
 def test_a_batch_shows_one_timeline_row_per_trial(recorded, make_window):
