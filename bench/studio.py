@@ -11,21 +11,29 @@ GUI-thread stalls under a 5,000 events/s stream, and memory.
    (goal < 1 s), and filters applied through the panel's widgets until repainted
    (goal < 100 ms each).
 3. The longest GUI-thread stall while 5,000 events/s stream into the bridge's queue
-   for 10 s with a live trial selected (goal <= 50 ms), from a 5 ms timer's gaps.
+   for 10 s with a live trial selected (goal <= 50 ms), from a 5 ms timer's gaps; then
+   again with each event also written to the store first, as the embedded engine does.
 4. Peak memory (ru_maxrss) after all that, and the RSS growth during the stream.
 
     QT_QPA_PLATFORM=offscreen python bench/studio.py [--quick] [--fresh] [--profile]
 
 `--quick` uses a 10,000-trial store and a 3 s stream; `--fresh` rebuilds the cached
 store; `--profile` re-runs each missed measurement under cProfile (GUI thread) and
-prints where the time went. Always exits 0.
+prints where the time went; `--diff-in-last-turn` puts most of the diff in the last
+turn (the smallest record a 20 MB diff allows); `--parts 13` runs only some parts;
+`--queue-only` skips part 3's second run.
+Under PySide6 6.12.0, which drops a reference to None or True on many calls, the run
+keeps a reserve of both so that it can finish, and says so. Always exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
+import gc
 import io
+import multiprocessing
 import os
 import pstats
 import queue
@@ -38,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -49,7 +58,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from PySide6.QtCore import QSettings, Qt, QTimer  # noqa: E402
+import PySide6  # noqa: E402
+from PySide6.QtCore import QEvent, QEventLoop, QObject, QSettings, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from bench.make_store import make_store  # noqa: E402
@@ -61,7 +71,7 @@ from engine.models import (  # noqa: E402
     Validation,
 )
 from engine.store import Store  # noqa: E402
-from studio.app import MainWindow  # noqa: E402
+from studio.app import DockerStatus, MainWindow  # noqa: E402
 from studio.cli import TABS  # noqa: E402
 
 FIRST_PAINT_GOAL_S = 0.5
@@ -92,6 +102,15 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def settle_memory() -> None:
+    """Collect garbage and hand freed heap back (glibc keeps it otherwise), so RSS is what lives."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -105,6 +124,14 @@ def paint(app: QApplication, window: MainWindow) -> None:
     for _ in range(2):  # a view's delayed layout runs in the first pass and repaints in the second
         window.repaint()
         app.processEvents()
+
+
+def dispose(app: QApplication, window: MainWindow) -> None:
+    """Close and delete a window now, so its timers stop before the next part's store goes."""
+    window.close()
+    window.deleteLater()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    app.processEvents()
 
 
 @contextmanager
@@ -144,15 +171,36 @@ class Stopwatch:
             try:
                 return original(*args, **kwargs)
             finally:
-                ended = time.perf_counter()
-                took = ended - started
-                self.spent[name] = self.spent.get(name, 0.0) + took
-                self.calls[name] = self.calls.get(name, 0) + 1
-                self.longest[name] = max(self.longest.get(name, 0.0), took)
-                if self.trace:
-                    self.log.append((started, ended, name))
+                self.add(name, started, time.perf_counter())
 
         setattr(owner, attribute, timed)
+
+    def add(self, name: str, started: float, ended: float) -> None:
+        took = ended - started
+        self.spent[name] = self.spent.get(name, 0.0) + took
+        self.calls[name] = self.calls.get(name, 0) + 1
+        self.longest[name] = max(self.longest.get(name, 0.0), took)
+        if self.trace:
+            self.log.append((started, ended, name))
+
+    @contextmanager
+    def garbage_collections(self) -> Iterator[None]:
+        """The garbage collector's passes on the GUI thread, as calls named `gc genN`."""
+        began = [0.0]
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if threading.current_thread() is not threading.main_thread():
+                return
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                self.add(f"gc gen{info['generation']}", began[0], time.perf_counter())
+
+        gc.callbacks.append(callback)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(callback)
 
     def reset(self) -> None:
         self.spent: dict[str, float] = {}
@@ -164,6 +212,69 @@ class Stopwatch:
         """The traced calls that overlap [start, end], outermost first, with their durations."""
         hits = [(b - a, name) for a, b, name in self.log if a < end and b > start]
         return sorted(hits, reverse=True)
+
+
+# --- PySide6 6.12.0 drops references to None and True --------------------------------------
+
+def lost_references(app: QApplication) -> tuple[float, float]:
+    """References to (None, True) lost per Python slot a Qt timer calls and per `emit()` from
+    Python. PySide6 6.12.0 loses one each (6.11.3 none); when a count reaches zero, CPython
+    aborts with "none_dealloc" or "bool_dealloc"."""
+
+    class Probe(QObject):
+        fired = Signal()
+
+    def nothing() -> None:
+        pass
+
+    probe = Probe()
+    probe.fired.connect(nothing)
+    timer = QTimer(interval=0, timeout=nothing)
+    timer.start()
+    app.processEvents()
+    before = sys.getrefcount(None)
+    for _ in range(200):
+        app.processEvents()
+    none = (before - sys.getrefcount(None)) / 200
+    timer.stop()
+    before = sys.getrefcount(True)
+    for _ in range(200):
+        probe.fired.emit()
+    true = (before - sys.getrefcount(True)) / 200
+    return none, true
+
+
+class References:
+    """Keeps None and True alive through a PySide6 that drops references to them, and says how
+    many were dropped, so the benchmark runs to its end and reports when the studio would not."""
+
+    RESERVE = 2_000_000  # 16 MB each; a full run loses a few hundred thousand
+
+    def __init__(self, app: QApplication) -> None:
+        self.per_slot, self.per_emit = lost_references(app)
+        self.leaking = self.per_slot > 0.5 or self.per_emit > 0.5
+        self.start = self.counts()  # what an unprotected process has to lose
+        # A tuple holds one reference per element: a reserve the lost ones come out of. Tuples of
+        # None or True are left alone by the garbage collector, so they add nothing to its passes;
+        # they are never freed (one extra reference each), as that would give back more than is left.
+        reserve = ((None,) * self.RESERVE, (True,) * self.RESERVE) if self.leaking else ()
+        for held in reserve:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(held))
+
+    def counts(self) -> tuple[int, int]:
+        return sys.getrefcount(None), sys.getrefcount(True)
+
+    def lost_since(self, mark: tuple[int, int]) -> tuple[int, int]:
+        now = self.counts()
+        return mark[0] - now[0], mark[1] - now[1]
+
+    def warning(self) -> str:
+        return (f"WARNING: PySide6 {PySide6.__version__} loses a reference to None per Python slot "
+                f"or override that returns None (a timer's slot here: {self.per_slot:.2f}) and to "
+                f"True per emit() from Python ({self.per_emit:.2f}); a process starts with about "
+                f"{self.start[0]:,} and "
+                f"{self.start[1]:,} of them and aborts (none_dealloc / bool_dealloc) when either "
+                f"runs out. This run keeps a reserve of {self.RESERVE:,} each so it can finish.")
 
 
 # --- 1. a realistic huge trial ----------------------------------------------------------------
@@ -422,26 +533,35 @@ def save_trial(store: Store, record: TrialRecord) -> None:
     store.save_trial(record)
 
 
-def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
-    print("1. First paint of a 10,000-item trial with a 20 MB diff")
+def build_trial_store(path: str, diff_mb: float, late: bool) -> tuple[dict[str, str], str, str]:
+    """A store holding the big trial and a small one; run in a child process, so building the
+    record does not count in this process's memory. Returns the ids and a line about it."""
     began = time.perf_counter()
-    folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
-    store = Store(folder / "proctor.db")
+    store = Store(path)
     batch_id, run_id = add_batch(store)
     ids = dict(id=f"t_{random.getrandbits(40):010x}", batch_id=batch_id, run_id=run_id)
-    record = big_record(ids, diff_mb=args.diff_mb, late=args.diff_in_last_turn)
-    small_ids = dict(ids, id=f"t_{random.getrandbits(40):010x}")
+    record = big_record(ids, diff_mb=diff_mb, late=late)
+    small_id = f"t_{random.getrandbits(40):010x}"
     save_trial(store, record)
-    save_trial(store, small_record(small_ids))
-    store.flush()
-    stored = len(record.model_dump_json())
-    cumulative = len(record.turns[-1].cumulative_diff)
-    print(f"   record: {len(record.trajectory):,} items over {len(record.turns)} turns, "
-          f"cumulative diff {cumulative / 1e6:.1f} MB in "
-          f"{len(record.turns[-1].cumulative_diff.split('diff --git ')) - 1:,} files, "
-          f"{stored / 1e6:.0f} MB stored (every turn keeps its own diff and its cumulative diff); "
-          f"built and saved in {time.perf_counter() - began:.1f}s")
-    del record
+    save_trial(store, small_record(dict(ids, id=small_id)))
+    store.close()
+    last = record.turns[-1]
+    about = (f"{len(record.trajectory):,} items over {len(record.turns)} turns, cumulative diff "
+             f"{len(last.cumulative_diff) / 1e6:.1f} MB in {last.cumulative_diff.count('diff --git '):,} "
+             f"files, {len(record.model_dump_json()) / 1e6:.0f} MB stored (each turn keeps its own "
+             f"and its cumulative diff); built and saved in {time.perf_counter() - began:.1f}s")
+    return ids, small_id, about
+
+
+def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"1. First paint of a 10,000-item trial with a {args.diff_mb:g} MB diff")
+    folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ids, small_id, about = pool.submit(build_trial_store, str(folder / "proctor.db"),
+                                           args.diff_mb, args.diff_in_last_turn).result()
+    print(f"   record: {about}")
+    small_ids = dict(ids, id=small_id)
+    store = Store(folder / "proctor.db")
 
     settings = QSettings(str(folder / "studio.ini"), QSettings.Format.IniFormat)
     window = MainWindow(store, settings, watch_docker=False)
@@ -450,6 +570,7 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     paint(app, window)
     watch = Stopwatch()
     watch.wrap(store, "get_trial", "store.get_trial")
+    watch.wrap(store, "trial_json", "store.trial_json")
     watch.wrap(window.header, "show_record", "header")
     for name in ("overview", "trajectory", "diff", "evidence", "egress"):
         watch.wrap(getattr(window, name), "show_record", name)
@@ -472,8 +593,8 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     results[f"{first_tab}, first open"] = open_on(first_tab)  # the first open in the process
     for tab in MEASURED_TABS:
         results[tab] = open_on(tab)
-    parts = ["store.get_trial", "header", "overview", "trajectory", "diff", "evidence", "egress",
-             "timeline"]
+    parts = ["store.get_trial", "store.trial_json", "header", "overview", "trajectory", "diff",
+             "evidence", "egress", "timeline"]
     print(f"   ms by tab current:   {'total':>6} {'paint':>6} |"
           + "".join(f"{p.split('.')[-1]:>11}" for p in parts))
     for tab, (total, painted, spent) in results.items():
@@ -494,9 +615,446 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
         with profiled(True, f"open_trial + paint on the {worst_tab} tab"):
             window.open_trial(ids["id"])
             paint(app, window)
-    window.close()
-    window.deleteLater()
-    app.processEvents()
+    dispose(app, window)
     store.close()
     shutil.rmtree(folder, ignore_errors=True)
+    rss_left = rss_mb()
+    settle_memory()
+    print(f"   memory: RSS {rss_left:.0f} MB once the window is gone, {rss_mb():.0f} MB after "
+          f"gc.collect() + malloc_trim() (freed heap glibc kept); peak so far {maxrss_mb():.0f} MB")
     return {"first": first, "worst": worst, "worst_tab": worst_tab}
+
+
+# --- 2. the browser over 100,000 trials ---------------------------------------------------------
+
+def cached_store(trials: int, batches: int, fresh: bool) -> Path:
+    """bench/make_store.py's store of this size, made once and kept in /tmp between runs."""
+    path = Path(tempfile.gettempdir()) / f"proctor-bench-studio-{trials}x{batches}.db"
+    if fresh or not path.exists():
+        began = time.perf_counter()
+        make_store(path, trials, batches)
+        print(f"   made {path} ({trials:,} trials, {batches:,} batches) in "
+              f"{time.perf_counter() - began:.1f}s")
+    else:
+        print(f"   reusing {path} ({trials:,} trials; --fresh rebuilds it)")
+    return path
+
+
+def browser(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    print(f"2. The browser over a store of {args.trials:,} trials")
+    folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
+    settings = QSettings(str(folder / "studio.ini"), QSettings.Format.IniFormat)
+    began = time.perf_counter()
+    DockerStatus.check()  # MainWindow(watch_docker=False) makes this one check on the GUI thread
+    docker_check = time.perf_counter() - began
+    started = time.perf_counter()
+    store = Store(path)
+    opened = time.perf_counter()
+    window = MainWindow(store, settings, watch_docker=False)
+    built = time.perf_counter()
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    paint(app, window)
+    painted = time.perf_counter()
+    first_page = painted - started
+    panel = window.browser
+    print(f"   first page painted: {ms(first_page)} (Store() {ms(opened - started)}, MainWindow() "
+          f"{ms(built - opened)} of which the Docker check about {ms(docker_check)}, show + paint "
+          f"{ms(painted - built)}); {panel.model.batch_count} batches loaded   goal < 1 s  "
+          f"{mark(first_page < FIRST_PAGE_GOAL_S)}")
+
+    def choose(combo, data: Any) -> Callable[[], None]:
+        return lambda: combo.setCurrentIndex(combo.findData(data) if data is not None else 1)
+
+    def type_text(words: str) -> Callable[[], None]:
+        def act() -> None:
+            panel.search.setText(words)
+            panel.apply_filter()  # what the 150 ms debounce calls once typing pauses
+        return act
+
+    def combined() -> None:
+        for combo, data in ((panel.outcome, "fail"), (panel.failure_kind, "assertion")):
+            combo.blockSignals(True)
+            combo.setCurrentIndex(combo.findData(data))
+            combo.blockSignals(False)
+        type_text("parser")()
+
+    filters: list[tuple[str, Callable[[], None]]] = [
+        ("outcome = fail", choose(panel.outcome, "fail")),
+        ("outcome = running", choose(panel.outcome, "running")),
+        (f"case = {panel.case.itemData(1)}", choose(panel.case, None)),
+        ("tag = slow", choose(panel.tag, "slow")),
+        ("text 'timeout'", type_text("timeout")),
+        ("text matching nothing", type_text("no-such-words")),
+        ("fail + assertion + 'parser'", combined),
+    ]
+    times: dict[str, float] = {}
+    clears: list[float] = []
+    for label, act in filters:
+        paint(app, window)
+        began = time.perf_counter()
+        act()
+        paint(app, window)
+        times[label] = time.perf_counter() - began
+        shown = panel.model.batch_count
+        began = time.perf_counter()
+        panel.clear_filter()
+        paint(app, window)
+        clears.append(time.perf_counter() - began)
+        print(f"   filter {label:<30}{ms(times[label]):>9}   {shown:>4} batches on the first page"
+              f"   {mark(times[label] < FILTER_GOAL_S)}")
+    print(f"   clearing a filter: median {ms(statistics.median(clears))}, worst {ms(max(clears))}")
+    worst_label = max(times, key=times.__getitem__)
+    worst = max(max(times.values()), max(clears))
+    print(f"   worst filter: {worst_label} {ms(times[worst_label])}   goal < 100 ms  "
+          f"{mark(worst < FILTER_GOAL_S)}")
+    if args.profile and worst >= FILTER_GOAL_S:
+        act = dict(filters)[worst_label]
+        with profiled(True, f"filter {worst_label} + repaint"):
+            act()
+            paint(app, window)
+        panel.clear_filter()
+    if args.profile and first_page >= FIRST_PAGE_GOAL_S:
+        with profiled(True, "MainWindow() + first page painted"):
+            again = MainWindow(store, settings, watch_docker=False)
+            again.resize(*WINDOW_SIZE)
+            again.show()
+            paint(app, again)
+        dispose(app, again)
+    dispose(app, window)
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"first_page": first_page, "filter": worst}
+
+
+# --- 3. a 5,000 events/s stream ----------------------------------------------------------------
+
+PREP = [("image", "cache hit"), ("container", "created 442ac2d4e235"), ("env", ""),
+        ("workspace", "git clone"), ("files", "3 files"), ("setup", "2 steps"),
+        ("snapshot", "1,204 files"), ("harness", "command")]
+
+
+def trial_events(text: Text, record: TrialRecord) -> Iterator[Event]:
+    """One trial's events as the engine emits them, without end: preparation, then turns
+    of 100-400 trajectory items, each turn followed by its diff."""
+    rng = text.rng
+    ids = dict(batch_id=record.batch_id, trial_id=record.id, case_id=record.case_id,
+               variant=record.variant, trial=record.trial)
+    yield TrialStarted(**ids, run_id=record.run_id)
+    for phase, detail in PREP:
+        yield PhaseStarted(**ids, phase=phase)
+        if phase == "setup":
+            for i in (1, 2):
+                yield PhaseProgress(**ids, phase="setup", index=i, message=f"step {i}: pip install -e .")
+        yield PhaseEnded(**ids, phase=phase, status="ok", duration_ms=rng.randint(1, 900),
+                         detail=detail, summary=detail)
+    n = 0
+    while True:
+        n += 1
+        yield PhaseStarted(**ids, phase="turn", index=n)
+        for _ in range(rng.randint(100, 400)):
+            item = trajectory_item(text, n, datetime.now(timezone.utc))
+            line = item.command or item.path or item.name or (item.text or "")[:80]
+            yield PhaseProgress(**ids, phase="turn", index=n, message=line, item=item.to_json())
+        yield PhaseEnded(**ids, phase="turn", index=n, status="ok", duration_ms=rng.randint(5_000, 60_000),
+                         detail=f"{n} completed", summary=f"{n} completed")
+        yield PhaseStarted(**ids, phase="diff", index=n)
+        yield PhaseEnded(**ids, phase="diff", index=n, status="ok", duration_ms=rng.randint(50, 900),
+                         detail=f"{n} · 3 files changed")
+
+
+class Producer(threading.Thread):
+    """Puts `rate` events a second into the bridge's queue, in bursts every BURST_MS, round
+    robin over the trials' event streams, as the embedded engine's worker threads would; with
+    a store, also writes each event to it first, as `Engine.run` does for every event."""
+
+    def __init__(self, sink: queue.SimpleQueue, streams: list[Iterator[Event]], rate: int,
+                 seconds: float, store: Store | None = None) -> None:
+        super().__init__(name="bench-producer", daemon=True)
+        self.sink, self.streams, self.rate, self.seconds = sink, streams, rate, seconds
+        self.store = store
+        self.produced = 0
+        self.late_bursts = 0  # bursts that started more than a burst late (the producer fell behind)
+        self.started_at = self.ended_at = 0.0
+
+    def emit(self, event: Event) -> None:
+        if self.store is not None:  # engine/batch.py, Engine.run's emit
+            self.store.add_event(event)
+            if isinstance(event, PhaseStarted):
+                self.store.set_trial_phase(event.trial_id, event.phase)
+        self.sink.put(event)
+
+    def run(self) -> None:
+        per_burst = self.rate * BURST_MS // 1000
+        bursts = int(self.seconds * 1000 / BURST_MS)
+        self.started_at = time.perf_counter()
+        for k in range(bursts):
+            due = self.started_at + k * BURST_MS / 1000
+            now = time.perf_counter()
+            if now < due:
+                time.sleep(due - now)
+            elif now - due > BURST_MS / 1000:
+                self.late_bursts += 1
+            for i in range(per_burst):
+                self.emit(next(self.streams[(self.produced + i) % len(self.streams)]))
+            self.produced += per_burst
+        self.ended_at = time.perf_counter()
+
+
+def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    print(f"3. GUI stalls while {EVENTS_PER_S:,} events/s stream in for {args.seconds:g} s")
+    folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
+    for suffix in ("", "-wal"):  # a copy: the cached store stays as make_store wrote it
+        if Path(f"{path}{suffix}").exists():
+            shutil.copyfile(f"{path}{suffix}", folder / f"proctor.db{suffix}")
+    store = Store(folder / "proctor.db")
+    rng = random.Random(5)
+    text = Text(rng)
+    batch_id = f"b_{rng.getrandbits(40):010x}"
+    now = iso(datetime.now(timezone.utc))
+    store.create_batch(batch_id, "studio", "bench", now)
+    live: list[TrialRecord] = []
+    for position, variant in enumerate(("claude-sonnet", "mini-4.1")):
+        run_id = f"r_{rng.getrandbits(40):010x}"
+        store.create_run(run_id, batch_id, "refactors_parser", variant, position)
+        for n in range(1, args.live_trials // 2 + 1):
+            record = TrialRecord(id=f"t_{rng.getrandbits(40):010x}", batch_id=batch_id, run_id=run_id,
+                                 case_id="refactors_parser", variant=variant, trial=n, trigger="studio")
+            store.create_trial(record, "bench")
+            store.mark_trial_running(record.id, now)
+            live.append(record)
+    selected = live[0]
+    streams = [trial_events(text, record) for record in live]
+    # What the selected trial did before the window opened is in the store, as the engine puts it.
+    history = 0
+    for event in streams[0]:
+        store.add_event(event)
+        history += 1
+        if isinstance(event, PhaseEnded) and event.phase == "diff" and event.index == 2:
+            break
+    store.flush()
+
+    settings = QSettings(str(folder / "studio.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(store, settings, watch_docker=False)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    paint(app, window)
+    if not window.browser.select_id(selected.id) or window._live is None:
+        print("   the live trial did not open in live mode; stream skipped")
+        return {}
+    window.show_view(args.stream_tab)
+    paint(app, window)
+    # The studio's own batch, as if it had started it: its events come by the queue, and the
+    # bridge's poll of the store passes over them.
+    window.bridge._own.add(batch_id)
+    print(f"   {len(live)} running trials in a new batch over the {args.trials:,}-trial store; "
+          f"{selected.id} selected ({history} events of history, "
+          f"{window.trajectory.model.rowCount()} trajectory rows), {args.stream_tab} tab shown")
+
+    watch = Stopwatch(trace=True)
+    for owner, attribute, name in [
+            (window.browser.model, "refresh", "browser.model.refresh"),
+            (window.browser.model, "changed_since_load", "browser.model.changed_since_load"),
+            (window.browser.model, "mark_live", "browser.model.mark_live"),
+            (window.trajectory, "append_items", "trajectory.append_items"),
+            (window.timeline, "show_spans", "timeline.show_spans"),
+            (window.header, "show_live", "header.show_live"),
+            (store, "get_trial", "store.get_trial"),
+            (store, "events", "store.events")]:
+        watch.wrap(owner, attribute, name)
+    # The window's slot, timed: re-connected through the stopwatch (same slot, same order).
+    window.bridge.events.disconnect(window._on_events)
+    watch.wrap(window, "_on_events", "window._on_events")
+    window.bridge.events.connect(window._on_events)
+    delivered = [0]
+    lag: list[float] = []
+    batch_sizes: list[int] = []
+
+    def on_delivered(events: list[Event]) -> None:
+        now = time.perf_counter()
+        watch.log.append((now, now, f"(a drain of {len(events)} events)"))
+        delivered[0] += len(events)
+        batch_sizes.append(len(events))
+        lag.append(time.time() * 1000 - min(e.at for e in events))
+
+    window.bridge.events.connect(on_delivered)
+
+    ticks: list[float] = []
+    rss: list[float] = []
+    probe = QTimer(interval=TICK_MS, timerType=Qt.TimerType.PreciseTimer)
+    probe.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    sampler = QTimer(interval=100, timeout=lambda: rss.append(rss_mb()))
+
+    def run_stream(seconds: float, writes: Store | None) -> Producer:
+        producer = Producer(window.bridge._queue, streams, EVENTS_PER_S, seconds, writes)
+        loop = QEventLoop()
+
+        def finish_when_drained() -> None:
+            if producer.ended_at and window.bridge._queue.empty():
+                loop.quit()
+
+        check = QTimer(interval=50, timeout=finish_when_drained)
+        QTimer.singleShot(0, producer.start)
+        QTimer.singleShot(int((seconds + 5) * 1000), loop.quit)  # never wait for ever
+        check.start()
+        probe.start()
+        sampler.start()
+        with watch.garbage_collections():
+            loop.exec()
+        check.stop()
+        probe.stop()
+        sampler.stop()
+        return producer
+
+    def measured(label: str, writes: Store | None) -> dict[str, Any]:
+        for collected in (ticks, rss, lag, batch_sizes):
+            collected.clear()
+        delivered[0] = 0
+        watch.reset()
+        print(f"   {label}:")
+        settle_memory()  # what came before is not this run's to collect or keep
+        rss_before = rss_mb()
+        references = args.refs.counts()
+        producer = run_stream(args.seconds, writes)
+        lost_none, lost_true = args.refs.lost_since(references)
+        app.processEvents()  # the last drained batch
+        rss_after = rss_mb()
+        gaps = sorted(((b - a - TICK_MS / 1000, a, b) for a, b in zip(ticks, ticks[1:])),
+                      reverse=True)
+        values = sorted(g for g, _, _ in gaps)
+        longest = values[-1] if values else float("nan")
+        p99 = values[int(0.99 * (len(values) - 1))] if values else float("nan")
+        over = sum(g > STALL_GOAL_S for g in values)
+        elapsed = producer.ended_at - producer.started_at
+        print(f"     produced {producer.produced:,} events in {elapsed:.2f}s "
+              f"({producer.produced / elapsed:,.0f}/s, {producer.late_bursts} late bursts); delivered "
+              f"{delivered[0]:,} in {len(batch_sizes)} batches (largest {max(batch_sizes, default=0):,}); "
+              f"delivery lag max {max(lag, default=0):.0f} ms, median {statistics.median(lag or [0]):.0f} ms")
+        print(f"     probe: {len(ticks):,} ticks of {TICK_MS} ms; stall (gap beyond {TICK_MS} ms) max "
+              f"{longest * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, {over} over 50 ms   "
+              f"goal <= 50 ms  {mark(longest <= STALL_GOAL_S)}")
+        print(f"     trajectory now {window.trajectory.model.rowCount():,} rows; "
+              f"timeline {sum(len(r.spans) for r in window.timeline._rows)} spans")
+        print("     GUI-thread time by call (total / calls / longest):")
+        for name in sorted(watch.spent, key=watch.spent.__getitem__, reverse=True):
+            print(f"       {name:<36}{watch.spent[name] * 1000:>8.0f} ms {watch.calls[name]:>6} "
+                  f"{watch.longest[name] * 1000:>8.1f} ms")
+        print("     the longest stalls and what ran in them:")
+        for gap, a, b in gaps[:5]:
+            inside = ", ".join(f"{name} {took * 1000:.0f} ms" for took, name in watch.during(a, b)[:4])
+            print(f"       {gap * 1000:6.1f} ms: {inside or 'none of the timed calls (Qt layout or paint)'}")
+        print(f"     RSS {rss_before:.0f} MB before, {rss_after:.0f} MB after "
+              f"({rss_after - rss_before:+.0f} MB), peak sampled {max(rss, default=rss_after):.0f} MB")
+        lost = {}
+        if args.refs.leaking:
+            # Net of the references new objects took meanwhile, so a lower bound; less the probe's.
+            rate_none = max(0.0, lost_none / elapsed - args.refs.per_slot * 1000 / TICK_MS)
+            rate_true = max(0.0, lost_true / elapsed)
+            lost = {"none": rate_none, "true": rate_true,
+                    "abort_s": min(args.refs.start[0] / max(rate_none, 1e-9),
+                                   args.refs.start[1] / max(rate_true, 1e-9))}
+            print(f"     PySide6 {PySide6.__version__} lost at least {rate_none:,.0f} references to None "
+                  f"and {rate_true:,.0f} to True a second (besides the probe's own): without the "
+                  f"reserve the studio aborts after about {lost['abort_s']:.0f} s of this")
+        result = {"stall": longest, "p99": p99, "delivered": delivered[0],
+                  "produced": producer.produced, "rss_growth": rss_after - rss_before, "lost": lost}
+        if args.profile and longest > STALL_GOAL_S:
+            with profiled(True, f"{label}, {min(args.seconds, 3):g} s again, GUI thread"):
+                run_stream(min(args.seconds, 3.0), writes)
+        return result
+
+    queue_only = measured("a) events into the bridge's queue only", None)
+    result = {"queue": queue_only}
+    if not args.queue_only:
+        window.open_trial(selected.id)  # the trajectory back to its history, so both runs start alike
+        window.show_view(args.stream_tab)
+        paint(app, window)
+        result["engine"] = measured("b) as the embedded engine emits them: each event also written to "
+                                    "the store (Engine.run's add_event, set_trial_phase)", store)
+        store.flush()
+    dispose(app, window)
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+# --- all of it ---------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a 10,000-trial store and a 3 s stream, for development")
+    parser.add_argument("--fresh", action="store_true", help="rebuild the cached store")
+    parser.add_argument("--profile", action="store_true",
+                        help="re-run each missed measurement under cProfile and print the top")
+    parser.add_argument("--trials", type=int, help="trials in the browser's store (default 100,000)")
+    parser.add_argument("--seconds", type=float, help="length of the event stream (default 10)")
+    parser.add_argument("--diff-mb", type=float, default=20.0, help="the big trial's cumulative diff")
+    parser.add_argument("--diff-in-last-turn", action="store_true",
+                        help="nine in ten changed files in the last turn: the smallest record a "
+                             "20 MB diff allows (default: spread over the turns)")
+    parser.add_argument("--parts", default="123", help="which of parts 1, 2, 3 to run (default 123)")
+    parser.add_argument("--queue-only", action="store_true",
+                        help="part 3 without its second run, where the events are also stored")
+    parser.add_argument("--live-trials", type=int, default=8, help="running trials in the stream")
+    parser.add_argument("--stream-tab", choices=TABS, default="trajectory",
+                        help="the tab shown during the stream")
+    args = parser.parse_args(argv)
+    args.trials = args.trials or (10_000 if args.quick else 100_000)
+    args.seconds = args.seconds or (3.0 if args.quick else 10.0)
+    batches = max(1, args.trials // 100)
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    args.refs = refs = References(app)
+    print(f"Proctor studio benchmark · {'quick' if args.quick else 'full'} · PySide6 "
+          f"{PySide6.__version__} · Qt platform {app.platformName()} · {os.cpu_count()} CPUs")
+    if refs.leaking:
+        print(refs.warning())
+    print()
+    one = two = three = {}
+    if "1" in args.parts:
+        one = first_paint(app, args)
+        print()
+    if "2" in args.parts or "3" in args.parts:
+        path = cached_store(args.trials, batches, args.fresh)
+    if "2" in args.parts:
+        two = browser(app, args, path)
+        print()
+    if "3" in args.parts:
+        three = stream(app, args, path)
+        print()
+    peak = maxrss_mb()
+    growth = three["queue"]["rss_growth"] if three else float("nan")
+    print(f"4. Memory: peak RSS (ru_maxrss) {peak:.0f} MB; RSS growth during the stream {growth:+.0f} MB"
+          + (f" (with the store writes {three['engine']['rss_growth']:+.0f} MB)" if "engine" in three else ""))
+    print()
+    print("summary:")
+    if one:
+        print(f"  first paint, 10,000 items + {args.diff_mb:g} MB diff: {ms(one['first'])} "
+              f"(worst tab {one['worst_tab']} {ms(one['worst'])})  goal <= 0.5 s  "
+              f"{mark(max(one['first'], one['worst']) <= FIRST_PAINT_GOAL_S)}")
+    if two:
+        print(f"  first page, {args.trials:,} trials: {ms(two['first_page'])}  goal < 1 s  "
+              f"{mark(two['first_page'] < FIRST_PAGE_GOAL_S)}")
+        print(f"  filter, worst: {ms(two['filter'])}  goal < 100 ms  "
+              f"{mark(two['filter'] < FILTER_GOAL_S)}")
+    for key, label in (("queue", "events into the queue"), ("engine", "events also stored")):
+        if key in three:
+            r = three[key]
+            print(f"  longest GUI stall, {EVENTS_PER_S:,} events/s, {label}: {r['stall'] * 1000:.0f} ms "
+                  f"(p99 {r['p99'] * 1000:.0f} ms; {r['delivered']:,} of {r['produced']:,} events "
+                  f"delivered)  goal <= 50 ms  {mark(r['stall'] <= STALL_GOAL_S)}")
+    print(f"  peak RSS {peak:.0f} MB; RSS growth during the stream {growth:+.0f} MB")
+    if refs.leaking:
+        abort = three.get("queue", {}).get("lost", {}).get("abort_s") if three else None
+        print(f"  PySide6 {PySide6.__version__} drops references to None and True (see the warning "
+              "above)" + (f": a studio showing this stream aborts after about {abort:.0f} s"
+                          if abort else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -17,6 +17,7 @@ from .config import Config, Variant
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
 from .models import BatchSummary, TrialRecord
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
+from .sandbox.gateway import GatewayHost
 from .sandbox.images import Images
 from .spec import Case, EvalFileError
 from .store import Store
@@ -81,6 +82,7 @@ class Engine:
         self.client = client
         self.owner = owner or owner_id()
         self.images = Images(client)
+        self.gateways = GatewayHost()  # one event loop serves every trial's gateway
 
     def check_images(self, plan: BatchPlan) -> None:
         """Referenced images must exist (or be pullable) before anything runs."""
@@ -148,7 +150,7 @@ class Engine:
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
                 self._skip(trial_plan, emit)
                 return
-            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial)
+            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial, self.gateways)
             with handle.lock:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():

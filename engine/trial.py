@@ -28,10 +28,12 @@ from .events import EventSink, TrialFinished, TrialStarted
 from .harness import HarnessFailed, make_harness
 from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
 from .phases import workspace as workspace_phase
+from .phases.egress import Egress
 from .recorder import Recorder, fmt_ms
 from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone
+from .sandbox.gateway import GatewayHost
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
 from .spec import Case
 
@@ -57,7 +59,7 @@ class TrialPlan:
 
 class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
-                 sink: EventSink, save: Callable[[TrialRecord], None],
+                 sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
                  host_env: dict[str, str] | None = None):
         self.plan = plan
         self.case, self.config = plan.case, plan.config
@@ -65,6 +67,10 @@ class Trial:
         self.host_env = dict(os.environ if host_env is None else host_env)
         self.secret_values = {name: self.host_env.get(s.env or name, "")
                               for name, s in self.case.secrets.items()}
+        # What the sandbox sees instead of each secret; the gateway swaps the value in.
+        self.placeholders = {name: f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
+                             for name in self.case.secrets}
+        self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values)
         record = TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
                              case_id=self.case.id, variant=plan.variant.name, trial=plan.trial,
                              trigger=plan.trigger, tags=list(self.case.tags))  # type: ignore[arg-type]
@@ -158,11 +164,16 @@ class Trial:
             phase.detail, phase.text = detail, f"ready {tag} ({detail})"
         with rec.phase("container") as phase:
             owner = labels(self.plan.batch_id, self.plan.trial_id, self.plan.owner)
-            self.sandbox = Sandbox.create(self.client, tag, owner)
+            binds = self.egress.start() if self.egress.needed else None
+            self.sandbox = Sandbox.create(self.client, tag, owner, binds=binds)
             if self.aborted.is_set():  # cancelled while the container was being made
                 self.sandbox.destroy()
             phase.detail = self.sandbox.short_id
             phase.text, phase.extras = f"created {self.sandbox.short_id}", ["no network"]
+            if self.egress.needed:
+                gateway = self.egress.attach(self.sandbox)
+                phase.extras = ["no network, gateway only", gateway]
+                rec.progress("container", gateway)
         with rec.phase("env") as phase:
             self.sandbox.env = self._environment()
             phase.text = _plural(len(case.env), "variable")
@@ -186,13 +197,14 @@ class Trial:
             phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
 
     def _environment(self) -> dict[str, str]:
-        env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id, **self.case.env}
+        env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,
+               **self.egress.env, **self.case.env}
         for name, secret in self.case.secrets.items():
             if not self.secret_values[name]:
                 var = secret.env or name
                 raise Void(f"secret {name} is not set: export {var} on the host before running", "env")
             # The real value never enters the sandbox; the gateway swaps it in on the way out.
-            env[name] = f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
+            env[name] = self.placeholders[name]
         return env
 
     def _setup(self) -> str:
@@ -266,12 +278,20 @@ class Trial:
                     self.sandbox.destroy()
                 except DockerException as e:
                     phase.extras = [f"could not remove the container: {str(e)[:100]}"]
+            self.record.egress = self.egress.close()
+            if self.record.egress:
+                phase.extras.append(f"{len(self.record.egress)} requests in the egress log")
 
     def _finish(self) -> TrialRecord:
         rec, record = self.recorder, self.record
         record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
         record.command_count = sum(i.kind == "command" for i in record.trajectory)
         _mark_failed_checks(record)
+        # The cumulative diff is kept once, on the last turn that has one: per turn it would
+        # store the same growing diff again and again (a 20 MB diff over 10 turns is 200 MB).
+        diffed = [t for t in record.turns if t.cumulative_diff]
+        for turn in diffed[:-1]:
+            turn.cumulative_diff = ""
         record.timings = _timings(record)
         record.finished_at = utc_now()
         with rec.phase("record") as phase:

@@ -44,7 +44,7 @@ from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 
 LIVE_REFRESH_MS = 200
-BROWSER_REFRESH_MS = 1000
+STORE_STATUS_MS = 5000
 DOCKER_POLL_S = 5.0
 
 
@@ -137,9 +137,16 @@ class MainWindow(QMainWindow):
         self._live: LiveSpans | None = None
         self._live_meta: dict[str, tuple[str, int]] = {}  # trial -> (phase, started epoch ms)
         self._live_timer = QTimer(self, interval=LIVE_REFRESH_MS, timeout=self._redraw_live)
-        self._browser_timer = QTimer(self, interval=BROWSER_REFRESH_MS, timeout=self._refresh_browser)
-        self._browser_dirty = False
-        self._browser_timer.start()
+        self._live_title: tuple[str, int, str] = ("", 0, "")
+        self._pending_items: list[TrajectoryItem] = []
+        # Views are filled when their tab is shown: a 10,000-item trajectory or a 20 MB diff
+        # costs nothing until someone looks at it.
+        self._record: TrialRecord | None = None
+        self._filled: set[QWidget] = set()
+        self.tabs.currentChanged.connect(lambda _i: self._fill_current())
+        # The browser polls the store itself; this only keeps the store's size fresh.
+        self._store_timer = QTimer(self, interval=STORE_STATUS_MS, timeout=self._update_store_status)
+        self._store_timer.start()
         self._restore()
 
     # --- layout ---------------------------------------------------------------------
@@ -195,38 +202,56 @@ class MainWindow(QMainWindow):
             self._start_live(record)
             return
         self.header.show_record(record)
-        for view in (self.overview, self.trajectory, self.diff, self.evidence, self.egress):
-            view.show_record(record)
-        self.timeline.show_spans(spans_from_record(record))
+        self._record, self._filled = record, set()
+        self._fill_current()
+
+    def _fill_current(self) -> None:
+        """Fill the view on the current tab with the selected record, once per record."""
+        view = self.tabs.currentWidget()
+        if self._record is None or view in self._filled:
+            return
+        self._filled.add(view)
+        if view is self.timeline:
+            if self._live is None:
+                self.timeline.show_spans(spans_from_record(self._record))
+        elif view is self.trajectory and self._live is not None:
+            self.trajectory.show_record(self._record)
+            self.trajectory.append_items(self._live_items)
+        else:
+            view.show_record(self._record)
 
     def _start_live(self, record: TrialRecord) -> None:
         """A running trial: its timeline and trajectory grow from its events."""
         self._live = LiveSpans()
-        items: list[TrajectoryItem] = []
+        self._live_items: list[TrajectoryItem] = []
         for _, event in self.store.events(trial_id=record.id):
             self._live.apply(event)
-            items.extend(_items_of([event]))
-        for view in (self.overview, self.diff, self.evidence, self.egress):
-            view.show_record(record)
-        self.trajectory.show_record(record)
-        self.trajectory.append_items(items)
+            self._live_items.extend(_items_of([event]))
+        self._live_title = (record.case_id, record.trial, record.variant)
+        self._pending_items = []
+        self._record, self._filled = record, set()
+        self._fill_current()
         self._redraw_live()
         self._live_timer.start()
 
     def _redraw_live(self) -> None:
+        """Five times a second: the timeline to now, the header's clock, new trajectory items."""
         if self._live is None or self.selected_trial is None:
             return
         now = self._live.now_ms(int(time.time() * 1000))
         self.timeline.show_spans(self._live.spans, now)
-        record = self.store.get_trial(self.selected_trial)
-        if record is not None:
-            running = next((s for s in reversed(self._live.spans) if s.end_ms is None), None)
-            self.header.show_live(record.case_id, record.trial, record.variant,
-                                  running.label if running else "starting", now)
+        running = next((s for s in reversed(self._live.spans) if s.end_ms is None), None)
+        self.header.show_live(*self._live_title, running.label if running else "starting", now)
+        if self._pending_items:
+            items, self._pending_items = self._pending_items, []
+            self._live_items.extend(items)
+            if self.trajectory in self._filled:
+                self.trajectory.append_items(items)
 
     def open_batch(self, batch_id: str) -> None:
         """A batch: the timeline shows one row per trial."""
         self.selected_batch, self.selected_trial = batch_id, None
+        self._record = None
         self._live = None
         self._live_timer.stop()
         summary = self.store.batch_summary(batch_id)
@@ -271,21 +296,14 @@ class MainWindow(QMainWindow):
             if trial_id is not None and trial_id == self.selected_trial and self._live is not None:
                 self._live.apply(event)
         if self._live is not None and self.selected_trial is not None:
-            self.trajectory.append_items(_items_of([e for e in events
-                                                    if getattr(e, "trial_id", None) == self.selected_trial]))
-        self._browser_dirty = True
+            self._pending_items.extend(_items_of([e for e in events
+                                                  if getattr(e, "trial_id", None) == self.selected_trial]))
         if finished_selected and self.selected_trial:
             self.store.flush(timeout=5)  # our own writer may hold the final record for a moment
             self.open_trial(self.selected_trial)
 
-    def _refresh_browser(self) -> None:
-        if self._browser_dirty:
-            self._browser_dirty = False
-            self.browser.model.refresh()
-            self._update_store_status()
-
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
-        self._browser_dirty = True
+        self.browser.poll()
         if error:
             self.show_error(f"Batch {batch_id} failed: {error}")
 

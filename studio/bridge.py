@@ -128,15 +128,17 @@ class EngineBridge(QObject):
     def _poll_store(self) -> None:
         """Events other processes wrote (a CLI run on this store); ours come by the queue."""
         try:
-            rows = self.store.events(after_seq=self._last_seq, limit=MAX_PER_DRAIN)
+            last = self.store.last_event_seq()
+            if last <= self._last_seq:
+                return
+            rows = self.store.events(after_seq=self._last_seq, limit=MAX_PER_DRAIN,
+                                     exclude_batches=self._own)
         except Exception:  # a busy or vanished store: try again on the next tick
             return
-        if not rows:
-            return
-        self._last_seq = rows[-1][0]
-        foreign = [event for _, event in rows if event.batch_id not in self._own]
-        if foreign:
-            self.events.emit(foreign)
+        # Our own events were skipped in SQL; move past them too.
+        self._last_seq = rows[-1][0] if len(rows) == MAX_PER_DRAIN else last
+        if rows:
+            self.events.emit([event for _, event in rows])
 
 
 __all__ = ["EngineBridge", "DockerUnavailable"]

@@ -50,13 +50,17 @@ class Sandbox:
         self.destroyed = False
 
     @classmethod
-    def create(cls, client: docker.DockerClient, image: str, labels: dict[str, str]) -> "Sandbox":
+    def create(cls, client: docker.DockerClient, image: str, labels: dict[str, str],
+               binds: dict[str, str] | None = None) -> "Sandbox":
+        """`binds`: host folder -> container folder (the gateway's socket folder)."""
         api = client.api
         # The low-level API: no inspect round trip, and a short stop grace.
         container_id = api.create_container(
             image, command=["sleep", "infinity"], labels=labels, working_dir="/", hostname="sandbox",
             stop_timeout=STOP_GRACE_S,
-            host_config=api.create_host_config(init=True, network_mode="none"),
+            host_config=api.create_host_config(
+                init=True, network_mode="none",
+                binds={host: {"bind": inside, "mode": "rw"} for host, inside in (binds or {}).items()}),
         )["Id"]
         try:
             api.start(container_id)

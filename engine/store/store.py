@@ -14,7 +14,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import platformdirs
 from sqlalchemy import (
@@ -361,9 +361,13 @@ class Store:
             return conn.execute(select(func.max(EventRow.seq))).scalar() or 0
 
     def events(self, *, trial_id: str | None = None, batch_id: str | None = None,
-               after_seq: int = 0, limit: int = 10_000) -> list[tuple[int, Event]]:
-        """Events in order after `after_seq`; page with the last seq returned."""
+               after_seq: int = 0, limit: int = 10_000,
+               exclude_batches: Collection[str] = ()) -> list[tuple[int, Event]]:
+        """Events in order after `after_seq`; page with the last seq returned.
+        `exclude_batches`: left out in SQL, so a reader never parses what it already has."""
         stmt = select(EventRow.seq, EventRow.data).where(EventRow.seq > after_seq)
+        if exclude_batches:
+            stmt = stmt.where(EventRow.batch_id.not_in(list(exclude_batches)))  # type: ignore[attr-defined]
         if trial_id is not None:
             stmt = stmt.where(EventRow.trial_id == trial_id)
         if batch_id is not None:

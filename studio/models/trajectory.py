@@ -206,6 +206,9 @@ class TrajectoryFilter(QSortFilterProxyModel):
         super().__init__()
         self._model = model
         self._kinds: set[str] = set(KINDS)
+        # True while every kind is shown: then this model's rows are the source's rows, one for one,
+        # and a delegate laying out 10,000 rows can skip a mapToSource per row.
+        self.hides_nothing = True
         self._query = ""
         self._matches: set[int] = set()
         self.setSourceModel(model)
@@ -219,9 +222,11 @@ class TrajectoryFilter(QSortFilterProxyModel):
         return set(self._kinds)
 
     def set_kinds(self, kinds: Iterable[str]) -> None:
+        self.hides_nothing = False  # rows are remapped inside the change
         self.beginFilterChange()
         self._kinds = set(kinds)
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        self.hides_nothing = self._kinds >= set(KINDS)
 
     def set_search(self, text: str) -> None:
         self._query = text

@@ -749,8 +749,6 @@ def _counts_html(added: int, removed: int) -> str:
 
 
 def _cumulative(record: TrialRecord) -> str:
-    """The workspace's whole change: the last diffed turn's (an aborted turn may not be diffed)."""
-    for turn in reversed(record.turns):
-        if turn.status != "aborted" or turn.cumulative_diff:
-            return turn.cumulative_diff
-    return record.turns[-1].cumulative_diff
+    """The workspace's whole change: the engine keeps it once, on the last turn that was diffed
+    (an aborted turn is not)."""
+    return next((t.cumulative_diff for t in reversed(record.turns) if t.cumulative_diff), "")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from PySide6.QtCore import (QItemSelection, QItemSelectionModel, QModelIndex, QPersistentModelIndex,
                             QPointF, QRectF, QSize, Qt, Signal)
 from PySide6.QtGui import (QColor, QFont, QFontMetrics, QGuiApplication, QIcon, QKeyEvent, QKeySequence,
-                           QPainter, QPalette, QPen, QPixmap, QPolygonF, QShortcut)
+                           QPainter, QPalette, QPen, QPixmap, QPolygonF, QShortcut, QShowEvent)
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QLineEdit,
                                QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
                                QToolButton, QVBoxLayout, QWidget)
@@ -96,7 +96,7 @@ class TrajectoryDelegate(QStyledItemDelegate):
         super().__init__(view)
         self._view = view
         self.fonts = _Fonts(view.font())
-        self._heights: dict[int, int] = {}  # folded height by row id: independent of width
+        self._heights: dict[int, QSize] = {}  # folded size by row id: independent of width
         self._wrapped: dict[tuple[int, int], tuple[list[str], list[str]]] = {}  # (row id, width) -> lines
 
     def clear(self) -> None:
@@ -107,7 +107,9 @@ class TrajectoryDelegate(QStyledItemDelegate):
 
     def _row(self, index: Index) -> Row:
         view = self._view
-        return view.model.rows[view.proxy.mapToSource(index).row()]
+        # Called for every row at each layout: skip the mapping when the filter hides nothing.
+        row = index.row() if view.proxy.hides_nothing else view.proxy.mapToSource(index).row()
+        return view.model.rows[row]
 
     def _text_width(self) -> int:
         return max(80, self._view.list.viewport().width() - 2 * PAD_X - ICON - GAP)
@@ -171,10 +173,10 @@ class TrajectoryDelegate(QStyledItemDelegate):
         row = self._row(index)
         if row.id in self._view.expanded:
             return QSize(1, self._height(row, True))
-        h = self._heights.get(row.id)
-        if h is None:
-            h = self._heights[row.id] = self._height(row, False)
-        return QSize(1, h)  # the list gives every row its full width
+        size = self._heights.get(row.id)
+        if size is None:  # the list gives every row its full width
+            size = self._heights[row.id] = QSize(1, self._height(row, False))
+        return size
 
     # --- painting -----------------------------------------------------------------------
 
@@ -362,6 +364,7 @@ class TrajectoryView(QWidget):
         self.model = TrajectoryModel(self)
         self.proxy = TrajectoryFilter(self.model)
         self.expanded: set[int] = set()  # row ids unfolded by a click
+        self._follow_when_shown = False  # items arrived while hidden and at the bottom
 
         self.chips: dict[str, QToolButton] = {}
         bar = QHBoxLayout()
@@ -418,6 +421,7 @@ class TrajectoryView(QWidget):
 
     def show_record(self, record: TrialRecord) -> None:
         self.expanded.clear()
+        self._follow_when_shown = False
         self.delegate.clear()
         self.model.set_record(record)
         self._update_chips()
@@ -425,11 +429,24 @@ class TrajectoryView(QWidget):
 
     def append_items(self, items: Iterable[TrajectoryItem | dict]) -> None:
         """Live: new items at the end; the list follows them if it was at the bottom."""
+        items = list(items)
+        if not items:
+            return
         bar = self.list.verticalScrollBar()
-        following = bar.value() >= bar.maximum() - 4
+        following = self._follow_when_shown or bar.value() >= bar.maximum() - 4
         self.model.append_items(items)
         self._update_chips()
-        if following:
+        # Scrolling lays out every row first; a hidden list (another tab is current) would do
+        # that for each batch of a live trial, so it scrolls once it is shown instead.
+        shown = self.list.isVisible()
+        if following and shown:
+            self.list.scrollToBottom()
+        self._follow_when_shown = following and not shown
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._follow_when_shown:
+            self._follow_when_shown = False
             self.list.scrollToBottom()
 
     def update_turn(self, turn: Turn) -> None:

@@ -86,6 +86,7 @@ def two_turns(c):
     assert "-one" in second.diff and "+two" in second.diff and "+++ b/b.txt" in second.diff
     assert "-one" not in second.cumulative_diff and "+two" in second.cumulative_diff
     assert "+new" in second.cumulative_diff
+    assert first.cumulative_diff == ""  # kept once, on the last turn
     for text in (first.diff, second.diff, second.cumulative_diff):
         assert "setup.txt" not in text and "AGENTS.md" not in text and ".agent/run.sh" not in text
     assert "$ echo made-by-setup > setup.txt" in record.setup_log

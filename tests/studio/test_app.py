@@ -86,6 +86,9 @@ def test_a_stored_trial_fills_every_view(recorded, make_window, qtbot):
     qtbot.waitUntil(lambda: window.selected_trial == trial_id)
     assert window.header.title.full_text().startswith("writes_greet #1")
     assert "PASS" in window.header.outcome.text()
+    assert len(window.evidence.cards) == 0, "views are filled when their tab is shown"
+    for view in (window.trajectory, window.diff, window.evidence):
+        window.tabs.setCurrentWidget(view)
     assert window.trajectory.model.rowCount() >= 2
     assert window.diff.file_list.model().rowCount() >= 2
     assert len(window.evidence.cards) == 3
@@ -121,6 +124,7 @@ def test_a_run_from_the_window_streams_live(docker_client, make_window, qtbot, t
     qtbot.waitUntil(lambda: window.selected_trial == trial_id)
     assert window._live is not None, "a running trial opens in live mode"
     spans_before = len(window._live.spans)
+    window.tabs.setCurrentWidget(window.trajectory)
     qtbot.waitUntil(lambda: window.trajectory.model.rowCount() >= 3, timeout=10_000)
     assert window.store.get_trial(trial_id).outcome is None, "items arrived while the trial still ran"
     qtbot.waitUntil(lambda: len(window._live.spans) > spans_before, timeout=10_000)
