@@ -466,7 +466,9 @@ def big_record(ids: dict[str, str], items: int = 10_000, turns: int = 20, diff_m
         record_turns.append(Turn(
             index=n, prompt=f"Step {n}: {text.sentence(18)}", status="completed", ms=turn_ms,
             diff="".join(by_path[p] for p in own),
-            cumulative_diff="".join(by_path[p] for p in cumulative), files_changed=own,
+            # As the engine stores it: the cumulative diff once, on the last turn.
+            cumulative_diff="".join(by_path[p] for p in cumulative) if n == turns else "",
+            files_changed=own,
             final_message=text.sentence(20), exit_code=0,
             raw_output="\n".join(text.sentence(10) for _ in range(60)), finished_reason="done"))
     validations = [

@@ -396,6 +396,10 @@ class TrajectoryView(QWidget):
         self.list = _List()
         self.list.setModel(self.proxy)
         self.list.setUniformItemSizes(False)
+        # Lay rows out a batch at a time from the event loop, so appending to a long list
+        # never stalls the GUI thread for a whole relayout.
+        self.list.setLayoutMode(QListView.LayoutMode.Batched)
+        self.list.setBatchSize(200)
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
