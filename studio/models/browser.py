@@ -6,18 +6,21 @@ engine/store/browse.py. Nodes are addressed by integer keys, never Python
 pointers, so a reset or a refresh can drop nodes without leaving the view a
 dangling index. `refresh()` re-queries only what is loaded and applies the
 difference as row inserts, moves, removals and `dataChanged`, so expansion and
-selection survive it.
+selection survive it. A refresh is a read phase (store queries only, on a snapshot of
+what is loaded) and an apply phase (the row signals); `refresh_async()` runs the read on
+a worker thread, so polling a busy store never stalls the GUI thread on SQL.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from PySide6.QtCore import (
-    QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect, Qt, QTimer, Signal,
+    QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, QRect, Qt, QTimer, Signal,
 )
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 
@@ -57,6 +60,86 @@ class Node:
     parent: Node | None
     row: int
     children: list[Node] | None = None  # None until first fetched
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """A batch or run whose children are loaded, as the model held it when a read began."""
+
+    id: str
+    item: Any
+    children_live: bool  # a trial below it not done yet (runs only: a batch's children are runs)
+    loaded: tuple[_Loaded, ...] = ()  # a batch's runs whose trials are loaded
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """What a refresh re-reads, taken on the GUI thread; plain values, safe in any thread."""
+
+    generation: int
+    stamp: tuple[Any, ...] | None
+    filter: BrowseFilter
+    sort: Sort
+    limit: int  # the batches loaded, at least a page
+    loaded: tuple[_Loaded, ...]  # batches whose runs are loaded
+
+
+@dataclass(slots=True)
+class _Fetched:
+    """A refresh's reads: the batches, and the children of what was loaded and may have moved."""
+
+    stamp: tuple[Any, ...]
+    limit: int
+    batches: list[BatchItem]
+    runs: dict[str, list[RunItem]] = field(default_factory=dict)  # by batch id, in batch order
+    trials: dict[str, list[TrialItem]] = field(default_factory=dict)  # by run id
+
+
+class _Courier(QObject):
+    """Carries a worker's reads to the model's thread. Python owns it and the worker holds it
+    while emitting, so the emit never reaches a deleted C++ object; a queued delivery to a
+    model deleted meanwhile is discarded by Qt."""
+
+    fetched = Signal(int, object, object)  # generation, _Fetched | None (unchanged), error
+
+
+def _item_live(item: Any) -> bool:
+    """A batch or run that is still running by its own counts."""
+    return item.counts.running > 0 or getattr(item, "status", "") == "running"
+
+
+def _children_sort(sort: Sort) -> Sort:
+    if sort.key == "started":
+        # Newest batches first, but a batch's runs and a run's trials in the order they ran.
+        return Sort("started", descending=False)
+    return sort
+
+
+def _read(store: Store, snap: _Snapshot, only_if_changed: bool = False) -> _Fetched | None:
+    """A refresh's read phase: store reads only, no model state, so any thread may run it.
+
+    None when `only_if_changed` and the store has not moved since the snapshot's stamp."""
+    stamp = change_stamp(store)
+    if only_if_changed and stamp == snap.stamp:
+        return None
+    batches = batches_page(store, snap.filter, snap.sort, 0, snap.limit)
+    fetched = _Fetched(stamp, snap.limit, batches)
+    now = {b.id: b for b in batches}
+    sort = _children_sort(snap.sort)
+    for batch in snap.loaded:
+        # A finished batch whose counts did not move has nothing new below it; a batch that
+        # left the page is removed, children and all.
+        new = now.get(batch.id)
+        if new is None or not (new != batch.item or _item_live(new) or batch.children_live):
+            continue
+        runs = fetched.runs[batch.id] = runs_of(store, batch.id, snap.filter, sort)
+        new_runs = {r.id: r for r in runs}
+        for run in batch.loaded:
+            new_run = new_runs.get(run.id)
+            if new_run is not None and (new_run != run.item or _item_live(new_run)
+                                        or run.children_live):
+                fetched.trials[run.id] = trials_of(store, run.id, snap.filter, sort)
+    return fetched
 
 
 def _epoch_ms(iso: str | None) -> int | None:
@@ -146,6 +229,7 @@ class BrowserModel(QAbstractItemModel):
     """Batches → runs → trials of a store, filtered and sorted in SQL."""
 
     loaded = Signal()  # after a reset, a page of batches or a refresh (the empty state listens)
+    refreshed = Signal(object, object)  # a refresh applied: the change stamps before and after
 
     def __init__(self, store: Store, page_size: int = PAGE_SIZE, parent: Any = None) -> None:
         super().__init__(parent)
@@ -167,6 +251,12 @@ class BrowserModel(QAbstractItemModel):
         self._painted_near_end = False
         # Trial id -> (phase, started epoch ms) from the engine's events, ahead of the store.
         self._live: dict[str, tuple[str, int | None]] = {}
+        # refresh_async: one read in flight at most; its result is dropped when the model was
+        # reset, paged or refreshed since its snapshot (the generation moved on).
+        self._generation = 0
+        self._reading = False
+        self._courier = _Courier()
+        self._courier.fetched.connect(self._on_fetched, Qt.ConnectionType.QueuedConnection)
         self._reload()
 
     # -- what the view asks ---------------------------------------------------------
@@ -411,10 +501,7 @@ class BrowserModel(QAbstractItemModel):
         self._by_id.pop((node.kind, node.item.id), None)
 
     def _query_children(self, node: Node) -> list[Any]:
-        sort = self.sort_order
-        if sort.key == "started":
-            # Newest batches first, but a batch's runs and a run's trials in the order they ran.
-            sort = Sort("started", descending=False)
+        sort = _children_sort(self.sort_order)
         if node.kind == "batch":
             return runs_of(self.store, node.item.id, self.filter, sort)
         return trials_of(self.store, node.item.id, self.filter, sort)
@@ -434,6 +521,7 @@ class BrowserModel(QAbstractItemModel):
 
     def _fetch_batches(self) -> None:
         self._painted_near_end = False
+        self._generation += 1  # a read in flight knows fewer batches: its page would drop these
         items = batches_page(self.store, self.filter, self.sort_order, len(self._batches),
                              self.page_size)
         self._more = len(items) == self.page_size
@@ -449,6 +537,7 @@ class BrowserModel(QAbstractItemModel):
 
     def _reload(self) -> None:
         self._painted_near_end = False
+        self._generation += 1  # a read in flight is of the old filter, sort or store
         self.beginResetModel()
         self._batches, self._nodes, self._by_id = [], {}, {}
         self.stamp = change_stamp(self.store)
@@ -480,32 +569,95 @@ class BrowserModel(QAbstractItemModel):
         return change_stamp(self.store) != self.stamp
 
     def refresh(self) -> None:
-        """Re-query what is loaded and apply the difference; expansion and selection stay."""
-        self.stamp = change_stamp(self.store)
-        loaded = max(len(self._batches), self.page_size)
-        items = batches_page(self.store, self.filter, self.sort_order, 0, loaded)
-        changed = self._sync(None, items)
-        self._more = len(items) == loaded
-        for batch in self._batches:
-            # A finished batch whose counts did not move has nothing new below it.
-            if batch.children is None or not (batch.key in changed or self._is_live(batch)):
-                continue
-            changed_runs = self._sync(batch, self._query_children(batch))
+        """Re-query what is loaded and apply the difference; expansion and selection stay.
+
+        Both phases here, on the calling thread; `refresh_async` reads on a worker."""
+        snap = self._snapshot()
+        self._generation += 1  # a read in flight is older than this one
+        fetched = _read(self.store, snap)
+        assert fetched is not None
+        self._apply(fetched)
+
+    def refresh_async(self, only_if_changed: bool = False) -> bool:
+        """Refresh with the store reads on a worker thread; the result is applied on this
+        model's thread when it arrives, unless the model was reset (filter, sort, store),
+        paged or refreshed since. With `only_if_changed`, nothing is applied when the change
+        stamp has not moved. False, and nothing started, while a read is still in flight."""
+        if self._reading:
+            return False
+        self._reading = True
+        snap = self._snapshot()
+        store, courier = self.store, self._courier
+
+        def work() -> None:
+            fetched, error = None, None
+            try:
+                fetched = _read(store, snap, only_if_changed)
+            except Exception as e:  # noqa: BLE001 — raised again on the model's thread
+                error = e
+            try:
+                courier.fetched.emit(snap.generation, fetched, error)
+            except RuntimeError:  # the application is going away
+                pass
+
+        threading.Thread(target=work, name="browser-refresh", daemon=True).start()
+        return True
+
+    @property
+    def refreshing(self) -> bool:
+        """Whether a `refresh_async` read is in flight (its result not yet delivered)."""
+        return self._reading
+
+    def _on_fetched(self, generation: int, fetched: _Fetched | None,
+                    error: BaseException | None) -> None:
+        self._reading = False
+        if generation != self._generation:
+            return  # stale: what it read is not what the model now shows
+        if error is not None:
+            raise error
+        if fetched is not None:
+            self._apply(fetched)
+
+    def _snapshot(self) -> _Snapshot:
+        """What is loaded, for a read phase: ids and items, no nodes."""
+        def loaded(node: Node) -> _Loaded:
+            return _Loaded(node.item.id, node.item, self._children_live(node),
+                           tuple(loaded(run) for run in node.children or []
+                                 if run.kind == "run" and run.children is not None))
+
+        return _Snapshot(self._generation, self.stamp, self.filter, self.sort_order,
+                         max(len(self._batches), self.page_size),
+                         tuple(loaded(b) for b in self._batches if b.children is not None))
+
+    def _apply(self, fetched: _Fetched) -> None:
+        """A refresh's apply phase: the row signals for what a read phase found."""
+        before, self.stamp = self.stamp, fetched.stamp
+        self._sync(None, fetched.batches)
+        self._more = len(fetched.batches) == fetched.limit
+        for batch_id, runs in fetched.runs.items():
+            batch = self._by_id.get(("batch", batch_id))
+            if batch is None or batch.children is None:
+                continue  # it left the page
+            self._sync(batch, runs)
             for run in batch.children:
-                if run.children is not None and (run.key in changed_runs or self._is_live(run)):
-                    self._sync(run, self._query_children(run))
+                trials = fetched.trials.get(run.item.id)
+                if trials is not None and run.children is not None:
+                    self._sync(run, trials)
         done = [t for t in self._live if (node := self._by_id.get(("trial", t)))
                 and node.item.status == "done"]
         for trial_id in done:
             del self._live[trial_id]
         self.loaded.emit()
+        self.refreshed.emit(before, self.stamp)
 
     def _is_live(self, node: Node) -> bool:
-        item = node.item
         if node.kind == "trial":
-            return item.status != "done"
-        return item.counts.running > 0 or getattr(item, "status", "") == "running" \
-            or any(t.item.status != "done" for t in node.children or [] if t.kind == "trial")
+            return node.item.status != "done"
+        return _item_live(node.item) or self._children_live(node)
+
+    @staticmethod
+    def _children_live(node: Node) -> bool:
+        return any(t.item.status != "done" for t in node.children or [] if t.kind == "trial")
 
     def _sync(self, parent: Node | None, items: list[Any]) -> set[int]:
         """Make `parent`'s rows these items, in this order, with the fewest row signals.

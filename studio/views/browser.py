@@ -2,8 +2,9 @@
 
 The tree's model (studio/models/browser.py) pages from SQLite; this widget only
 turns the filter bar into a BrowseFilter, keeps expansion across resets, polls
-the store about once a second for work another process (a CLI run) did, and
-repaints live rows so their phase and elapsed time move.
+the store about once a second for work another process (a CLI run) did (the
+reads on a worker thread, the rows applied on the GUI thread), and repaints live
+rows so their phase and elapsed time move.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class BrowserPanel(QWidget):
         # rows loaded while other views still handle the reset would reach them mid-reset.
         self.model.modelAboutToBeReset.connect(self._remember_expanded)
         self.model.loaded.connect(self._update_empty)
+        self.model.refreshed.connect(self._on_refreshed)
         self._expanded: list[tuple[str, str]] = []  # (kind, id), parents before children
 
         self.empty = QLabel(EMPTY_TEXT, self.tree.viewport(), wordWrap=True,
@@ -206,12 +208,14 @@ class BrowserPanel(QWidget):
     # -- live -----------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Refresh when the store moved on (our engine or another process wrote to it)."""
-        before = self.model.stamp
-        if not self.model.changed_since_load():
-            return
-        self.model.refresh()
-        if before is None or self.model.stamp[1] != before[1]:  # a new batch may bring new cases
+        """Refresh when the store moved on (our engine or another process wrote to it).
+
+        The change stamp and the re-reads run on a worker thread; the difference is applied
+        here when they arrive (one read at a time: a poll during a read does nothing)."""
+        self.model.refresh_async(only_if_changed=True)
+
+    def _on_refreshed(self, before: tuple | None, after: tuple) -> None:
+        if before is None or after[1] != before[1]:  # a new batch may bring new cases
             self.reload_options()
 
     # -- expansion across resets (filter, sort) --------------------------------------
