@@ -170,3 +170,31 @@ def no_python(c):
     assert record.outcome == "infra_error" and record.failure.where == "container"
     assert "python3, node or socat" in record.failure.reason
     docker_client.images.remove(record.image, force=True)
+
+
+def test_a_gateway_that_cannot_start_is_void(suite, run_eval, monkeypatch):
+    monkeypatch.setenv("EXAMPLE_KEY", REAL_KEY)
+    toml = f"""
+[defaults]
+image = "{BASE_IMAGE}"
+
+[[variants]]
+name = "scripted"
+command = "true"
+
+[gateway]
+trust = ["no-such-ca.pem"]
+"""
+    path = suite("""
+from engine import evaluation, Secret
+
+@evaluation(secrets={"EXAMPLE_KEY": Secret(hosts=["api.example.test"])})
+def gateway_fails(c):
+    c.send("x")
+""", toml=toml)
+    summary, _, records = run_eval(path)
+    record = records[summary.runs[0].trials[0].id]
+    assert record.outcome == "infra_error" and record.failure.where == "container"
+    assert record.failure.reason.startswith("the egress gateway could not start")
+    assert "no-such-ca.pem" in record.failure.reason
+    assert not record.turns

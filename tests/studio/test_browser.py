@@ -5,6 +5,7 @@ paging and live trials."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from engine.models import TrialRecord
 from engine.store import Store
 from engine.store.browse import BrowseFilter
 from studio import theme
+from studio.models import browser as browser_model
 from studio.models.browser import (
     COLUMN, BatchIdRole, BrowserModel, KindRole, TrialIdRole,
 )
@@ -52,6 +54,12 @@ def children(model, parent: QModelIndex) -> list[QModelIndex]:
     if model.canFetchMore(parent):
         model.fetchMore(parent)
     return [model.index(row, 0, parent) for row in range(model.rowCount(parent))]
+
+
+def poll(qtbot, panel) -> None:
+    """The panel's poll, waited for: it reads on a worker thread and applies when that's done."""
+    with qtbot.waitSignal(panel.model.refreshed, timeout=5000):
+        poll(qtbot, panel)
 
 
 def runs_by_case(model) -> dict[str, QModelIndex]:
@@ -232,7 +240,7 @@ def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
         store.mark_trial_running("t_live1", "2026-11-29T17:40:47.120Z")
         store.set_trial_phase("t_live1", "setup")
         store.flush()
-        panel.poll()  # another process wrote: the panel notices on its own
+        poll(qtbot, panel)  # another process wrote: the panel notices on its own
         assert panel.empty.isHidden()
         assert panel.tree.isExpanded(panel.model.index(0, 0))  # the newest batch opens
         model = panel.model
@@ -255,7 +263,7 @@ def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
         store.create_trial(_record("t_live2", 2), owner="")
         store.save_trial(_record("t_live1", 1, "pass"))
         store.flush()
-        panel.poll()
+        poll(qtbot, panel)
         assert panel.tree.isExpanded(model.index_of("run", "r_live"))
         assert model.rowCount(model.index_of("run", "r_live")) == 2
         assert text(model, model.index_of("trial", "t_live1"), "outcome") == "✓ pass"
@@ -295,7 +303,7 @@ def test_refresh_inserts_moves_and_removes_rows_consistently(qtbot, qtmodelteste
             outcome="pass", finished_at="2026-11-29T17:41:00.000Z",
             usage=first.usage.model_copy(update=dict(input=5000)))))
         store.flush()
-        panel.poll()
+        poll(qtbot, panel)
         assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_a", "b_b"]
         assert panel.tree.currentIndex().data(TrialIdRole) is None  # it left the filter
         run = model.index_of("run", "r_b_a")
@@ -307,7 +315,7 @@ def test_refresh_inserts_moves_and_removes_rows_consistently(qtbot, qtmodelteste
         store.save_trial(_record("t_b_b2", 2, "pass").model_copy(update=dict(
             batch_id="b_b", run_id="r_b_b", usage=first.usage.model_copy(update=dict(input=9000)))))
         store.flush()
-        panel.poll()
+        poll(qtbot, panel)
         assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_b", "b_a"]
         assert panel.tree.currentIndex().data(TrialIdRole) == "t_b_a2"
 
@@ -315,5 +323,65 @@ def test_refresh_inserts_moves_and_removes_rows_consistently(qtbot, qtmodelteste
         for trial_id in ("t_b_a2", "t_b_b"):
             store.save_trial(store.get_trial(trial_id).model_copy(update=dict(outcome="fail")))
         store.flush()
-        panel.poll()
+        poll(qtbot, panel)
         assert model.rowCount() == 0 and not panel.empty.isHidden()
+
+
+def _batch(store: Store, batch: str, case: str, minute: int) -> None:
+    store.create_batch(batch, "cli", owner="", started_at=f"2026-11-29T17:{minute:02}:00.000Z")
+    store.create_run(f"r_{batch}", batch, case, "scripted", position=0)
+    store.create_trial(_record(f"t_{batch}", 1, "pass").model_copy(
+        update=dict(batch_id=batch, run_id=f"r_{batch}", case_id=case)), owner="")
+
+
+def test_refresh_async_reads_off_the_gui_thread_and_applies_a_new_batch(qtbot, tmp_path,
+                                                                         monkeypatch):
+    with Store(tmp_path / "async.db") as store:
+        _batch(store, "b_old", "writes_greet", 0)
+        store.flush()
+        model = BrowserModel(store)
+        (old,) = children(model, QModelIndex())  # its runs loaded: they are re-read too
+        read_on = []
+        for name in ("batches_page", "runs_of"):
+            real = getattr(browser_model, name)
+
+            def spy(*args, real=real, **kwargs):
+                read_on.append(threading.current_thread())
+                return real(*args, **kwargs)
+            monkeypatch.setattr(browser_model, name, spy)
+
+        _batch(store, "b_new", "adds_numbers", 1)
+        store.flush()
+        with qtbot.waitSignal(model.refreshed, timeout=5000):
+            assert model.refresh_async(only_if_changed=True)
+            assert model.refreshing and not model.refresh_async()  # one read in flight at most
+            assert not model.index_of("batch", "b_new").isValid()  # applied later, not here
+        assert not model.refreshing
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(2)] == ["b_new", "b_old"]
+        assert model.index_of("run", "r_b_old").isValid()  # b_old's expansion is kept
+        assert read_on and threading.main_thread() not in read_on
+
+        # Nothing changed since: the read finds the same stamp and applies nothing.
+        with qtbot.assertNotEmitted(model.refreshed, wait=200):
+            assert model.refresh_async(only_if_changed=True)
+            qtbot.waitUntil(lambda: not model.refreshing, timeout=5000)
+
+
+def test_a_refresh_read_before_a_filter_change_is_dropped(qtbot, tmp_path):
+    with Store(tmp_path / "stale.db") as store:
+        _batch(store, "b_old", "writes_greet", 0)
+        store.flush()
+        model = BrowserModel(store)
+        _batch(store, "b_new", "adds_numbers", 1)
+        store.flush()
+        with qtbot.assertNotEmitted(model.refreshed, wait=200):
+            assert model.refresh_async()  # reads with no filter: b_new and b_old
+            # The filter changes before the read arrives: the model reloads under it, and the
+            # unfiltered result, when it comes, must not put b_new back.
+            model.set_filter(BrowseFilter(cases=frozenset({"writes_greet"})))
+            qtbot.waitUntil(lambda: not model.refreshing, timeout=5000)
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(model.rowCount())] == ["b_old"]
+        assert not model.index_of("batch", "b_new").isValid()
+        with qtbot.waitSignal(model.refreshed, timeout=5000):
+            assert model.refresh_async()  # a read taken under the filter is applied
+        assert [model.index(r, 0).data(BatchIdRole) for r in range(model.rowCount())] == ["b_old"]
