@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
@@ -21,9 +22,11 @@ from .sandbox.gateway import GatewayHost
 from .sandbox.images import Images
 from .spec import Case, EvalFileError
 from .store import Store
-from .trial import Trial, TrialPlan, utc_now
+from .trial import Trial, TrialPlan, iso_ms, utc_now
 
 ENGINE_STOPPED = "engine stopped"
+HEARTBEAT_S = 60
+STALE_AFTER_S = 600  # no heartbeat for this long: the batch's process is gone
 
 
 def new_id(prefix: str) -> str:
@@ -52,9 +55,21 @@ class BatchHandle:
     batch_id: str
     plans: list[TrialPlan]
     cancelled: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    summary: BatchSummary | None = None
+    error: BaseException | None = None
+    listeners: list[EventSink] = field(default_factory=list)
     running: dict[str, Trial] = field(default_factory=dict)
     skip: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def runs(self) -> list[tuple[str, str, str]]:
+        """(run_id, case_id, variant) of every run, in order."""
+        seen: dict[str, tuple[str, str, str]] = {}
+        for p in self.plans:
+            seen.setdefault(p.run_id, (p.run_id, p.case.id, p.variant.name))
+        return list(seen.values())
 
     def cancel_trial(self, trial_id: str, reason: str) -> bool:
         """Stop one trial: a running one ends as infra_error, a waiting one is skipped."""
@@ -83,6 +98,7 @@ class Engine:
         self.owner = owner or owner_id()
         self.images = Images(client)
         self.gateways = GatewayHost()  # one event loop serves every trial's gateway
+        self._handles: dict[str, BatchHandle] = {}
 
     def check_images(self, plan: BatchPlan) -> None:
         """Referenced images must exist (or be pullable) before anything runs."""
@@ -102,14 +118,19 @@ class Engine:
         trials and batches the store still shows as running (`infra_error`,
         "engine stopped"). `everything` also removes live owners' containers."""
         swept = sweep(self.client, everything=everything)
-        unfinished = {t: owner for t, _batch, owner in self.store.unfinished_trials()}
+        # Gone: its process is not alive (same host), or it has not beaten for 10 minutes
+        # (a process on another host, whose pid we cannot check).
+        silent = set(self.store.silent_batches(iso_ms(int((time.time() - STALE_AFTER_S) * 1000))))
+        dead = {b for b, owner in self.store.running_batches()
+                if owner != self.owner and (not owner_alive(owner) or b in silent)}
+        unfinished = {t: (batch, owner) for t, batch, owner in self.store.unfinished_trials()}
         closed = {t for t in swept.trials or [] if t in unfinished}
-        closed |= {t for t, owner in unfinished.items() if owner != self.owner and not owner_alive(owner)}
+        closed |= {t for t, (batch, owner) in unfinished.items()
+                   if owner != self.owner and (not owner_alive(owner) or batch in dead)}
         for trial_id in sorted(closed):
             self.store.close_trial_as_infra(trial_id, ENGINE_STOPPED, utc_now())
-        for batch_id, owner in self.store.running_batches():
-            if owner != self.owner and not owner_alive(owner):
-                self.store.finish_batch(batch_id, "failed", utc_now())
+        for batch_id in sorted(dead):
+            self.store.finish_batch(batch_id, "failed", utc_now())
         self.store.flush()
         swept.trials = sorted(closed)
         return swept
@@ -133,6 +154,37 @@ class Engine:
                     self.store.create_trial(_empty_record(trial), self.owner)
         return BatchHandle(batch_id, plans)
 
+    def start_batch(self, plan: BatchPlan, sink: EventSink | None = None) -> BatchHandle:
+        """Start a batch and return at once: its id and runs are known, its trials go on."""
+        handle = self.plan(plan)
+        self._handles[handle.batch_id] = handle
+
+        def work() -> None:
+            try:
+                self.run(plan, handle, sink)
+            except BaseException as e:  # handed to whoever waits
+                handle.error = e
+                handle.done.set()
+
+        threading.Thread(target=work, name=f"batch-{handle.batch_id}", daemon=True).start()
+        return handle
+
+    def wait(self, batch_id: str, on_progress: EventSink | None = None,
+             timeout: float | None = None) -> BatchSummary | None:
+        """Wait for a batch this engine started; None if `timeout` passed first. Never cancels."""
+        handle = self._handles[batch_id]
+        if on_progress is not None:
+            handle.listeners.append(on_progress)
+        try:
+            if not handle.done.wait(timeout):
+                return None
+        finally:
+            if on_progress is not None:
+                handle.listeners.remove(on_progress)
+        if handle.error is not None:
+            raise handle.error
+        return handle.summary
+
     def run(self, plan: BatchPlan, handle: BatchHandle, sink: EventSink | None = None) -> BatchSummary:
         """Run every trial of a planned batch and wait for them."""
         def emit(event: Event) -> None:
@@ -141,16 +193,28 @@ class Engine:
                 self.store.set_trial_phase(event.trial_id, event.phase)
             if sink is not None:
                 sink(event)
+            for listener in list(handle.listeners):
+                listener(event)
+
+        heartbeat = threading.Event()
+
+        def beat() -> None:  # lets a later start on another host tell a live batch from a dead one
+            while not heartbeat.wait(HEARTBEAT_S):
+                self.store.heartbeat(handle.batch_id, utc_now())
+
+        threading.Thread(target=beat, name=f"heartbeat-{handle.batch_id}", daemon=True).start()
 
         emit(BatchStarted(batch_id=handle.batch_id, trigger=plan.trigger,
                           runs=len({p.run_id for p in handle.plans}), trials=len(handle.plans)))
         concurrency = plan.concurrency or plan.config.defaults.concurrency
+        queued_at = time.monotonic()  # waiting for a slot starts now, for every trial
 
         def run_one(trial_plan: TrialPlan) -> None:
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
                 self._skip(trial_plan, emit)
                 return
-            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial, self.gateways)
+            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial, self.gateways,
+                          queued_at=queued_at)
             with handle.lock:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():
@@ -168,6 +232,7 @@ class Engine:
                 for future in [pool.submit(run_one, p) for p in handle.plans]:
                     future.result()
         finally:
+            heartbeat.set()
             if handle.cancelled.is_set():
                 status = "interrupted"
             emit(BatchFinished(batch_id=handle.batch_id, status=status))
@@ -175,6 +240,8 @@ class Engine:
             self.store.flush()
         summary = self.store.batch_summary(handle.batch_id)
         assert summary is not None
+        handle.summary = summary
+        handle.done.set()
         return summary
 
     def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None]) -> None:

@@ -87,6 +87,7 @@ class Turn(_Model):
     exit_code: int | None = None
     raw_output: str = ""
     finished_reason: str | None = None
+    usage: Usage | None = None  # what this turn reported; the trial's usage is their sum
 
 
 class TrajectoryItem(_Model):

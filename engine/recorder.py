@@ -41,11 +41,14 @@ class PhaseHandle:
 
 
 class Recorder:
-    def __init__(self, record: TrialRecord, sink: EventSink, redactor: Redactor):
+    def __init__(self, record: TrialRecord, sink: EventSink, redactor: Redactor,
+                 since: float | None = None):
+        """`since`: when the trial began to exist (queued for a slot), as time.monotonic()."""
         self.record = record
         self.sink = sink
         self.redactor = redactor
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic() if since is None else since
+        self.t0_epoch_ms = now_ms() - int((time.monotonic() - self.t0) * 1000)
         self.lock = threading.Lock()
         # Threads whose late writes are dropped: an eval body abandoned after the timeout.
         self.muted: set[int] = set()
@@ -69,6 +72,17 @@ class Recorder:
     def progress(self, phase: PhaseName, message: str, index: int | None = None,
                  item: dict | None = None) -> None:
         self.emit(PhaseProgress(**self._ids(), phase=phase, index=index, message=message, item=item))
+
+    def past_span(self, name: PhaseName, start_ms: int, end_ms: int, text: str) -> None:
+        """A phase that is known only once it is over (waiting for a slot)."""
+        ids = self._ids()
+        self.emit(PhaseStarted(**ids, phase=name, at=self.t0_epoch_ms + start_ms))
+        with self.lock:
+            self.record.phases.append(PhaseSpan(phase=name, status="ok", start_ms=start_ms,
+                                                end_ms=end_ms, detail=text))
+        self.emit(PhaseEnded(**ids, phase=name, status="ok", duration_ms=end_ms - start_ms,
+                             detail=text, summary=f"{text} in {fmt_ms(end_ms - start_ms)}",
+                             at=self.t0_epoch_ms + end_ms))
 
     @contextmanager
     def phase(self, name: PhaseName, index: int | None = None, detail: str = "") -> Iterator[PhaseHandle]:

@@ -36,12 +36,19 @@ from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
 from .spec import Case
+from .usage import usage_warnings
 
 ABORT_GRACE_S = 3
+SLOT_SPAN_MIN_MS = 50
 
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_ms(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -60,7 +67,8 @@ class TrialPlan:
 class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
                  sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
-                 host_env: dict[str, str] | None = None):
+                 host_env: dict[str, str] | None = None, queued_at: float | None = None):
+        """`queued_at` (time.monotonic()): when the trial began waiting for a concurrency slot."""
         self.plan = plan
         self.case, self.config = plan.case, plan.config
         self.client, self.images, self.save = client, images, save
@@ -75,7 +83,7 @@ class Trial:
                              case_id=self.case.id, variant=plan.variant.name, trial=plan.trial,
                              trigger=plan.trigger, tags=list(self.case.tags))  # type: ignore[arg-type]
         redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
-        self.recorder = Recorder(record, sink, redactor)
+        self.recorder = Recorder(record, sink, redactor, since=queued_at)
         self.harness = make_harness(plan.variant)
         self.sandbox: Sandbox | None = None
         self.snapshot: dict[str, bytes] = {}
@@ -125,10 +133,13 @@ class Trial:
 
     def run(self) -> TrialRecord:
         rec, record = self.recorder, self.record
-        record.started_at = utc_now()
+        record.started_at = iso_ms(rec.t0_epoch_ms)  # when it was queued: spans count from here
         sources = [self.case.file] + ([self.config.path] if self.config.path else [])
         record.source = limits.cap_source({str(p): p.read_text(errors="replace") for p in sources})
-        rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id))
+        rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id, at=rec.t0_epoch_ms))
+        waited = rec.elapsed_ms()
+        if waited >= SLOT_SPAN_MIN_MS:  # below that it is scheduling, not waiting
+            rec.past_span("slot", 0, waited, "waited for a free slot")
         void: Void | None = None
         try:
             self._prepare()
@@ -286,6 +297,7 @@ class Trial:
         rec, record = self.recorder, self.record
         record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
         record.command_count = sum(i.kind == "command" for i in record.trajectory)
+        record.usage_warnings = usage_warnings([t.usage for t in record.turns if t.usage])
         _mark_failed_checks(record)
         # The cumulative diff is kept once, on the last turn that has one: per turn it would
         # store the same growing diff again and again (a 20 MB diff over 10 turns is 200 MB).

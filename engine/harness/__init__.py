@@ -44,4 +44,7 @@ def make_harness(variant: Variant) -> Harness:
     if variant.harness == "command":
         from .command import CommandHarness
         return CommandHarness(variant)
+    if variant.harness == "mini":
+        from .mini import MiniHarness
+        return MiniHarness(variant)
     raise ValueError(f"harness {variant.harness!r} is not available yet")

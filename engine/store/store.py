@@ -383,6 +383,14 @@ class Store:
                                 .where(TrialRow.status != "done").order_by(TrialRow.id)).all()
         return [tuple(row) for row in rows]  # type: ignore[misc]
 
+    def silent_batches(self, before: str) -> list[str]:
+        """Running batches with no heartbeat (nor start) since `before` (ISO time)."""
+        with self._read() as conn:
+            rows = conn.execute(select(BatchRow.id).where(
+                BatchRow.status == "running",
+                func.coalesce(BatchRow.heartbeat_at, BatchRow.started_at) < before)).all()
+        return [row[0] for row in rows]
+
     def running_batches(self) -> list[tuple[str, str]]:
         """(batch_id, owner) of every batch still marked running."""
         with self._read() as conn:

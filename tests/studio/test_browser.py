@@ -59,7 +59,7 @@ def children(model, parent: QModelIndex) -> list[QModelIndex]:
 def poll(qtbot, panel) -> None:
     """The panel's poll, waited for: it reads on a worker thread and applies when that's done."""
     with qtbot.waitSignal(panel.model.refreshed, timeout=5000):
-        poll(qtbot, panel)
+        panel.poll()
 
 
 def runs_by_case(model) -> dict[str, QModelIndex]:
@@ -340,7 +340,8 @@ def test_refresh_async_reads_off_the_gui_thread_and_applies_a_new_batch(qtbot, t
         _batch(store, "b_old", "writes_greet", 0)
         store.flush()
         model = BrowserModel(store)
-        (old,) = children(model, QModelIndex())  # its runs loaded: they are re-read too
+        (old,) = children(model, QModelIndex())
+        assert children(model, old)  # its runs loaded, so a refresh re-reads them too
         read_on = []
         for name in ("batches_page", "runs_of"):
             real = getattr(browser_model, name)
