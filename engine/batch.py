@@ -16,10 +16,10 @@ import docker
 
 from .config import Config, Variant
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
-from .models import BatchSummary, TrialRecord
+from .models import BatchSummary, Failure, TrialRecord
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.gateway import GatewayHost
-from .sandbox.images import Images
+from .sandbox.hosts import DockerHost, HostPool, NoLiveHost, connect_host
 from .spec import Case, EvalFileError
 from .store import Store
 from .trial import Trial, TrialPlan, iso_ms, utc_now
@@ -96,7 +96,9 @@ class Engine:
         self.store = store
         self.client = client
         self.owner = owner or owner_id()
-        self.images = Images(client)
+        self.local = DockerHost("local", client, slots=1)
+        self.images = self.local.images
+        self._remote: dict[str, DockerHost] = {}  # [[hosts]] connected once, by url
         self.gateways = GatewayHost()  # one event loop serves every trial's gateway
         self._handles: dict[str, BatchHandle] = {}
 
@@ -206,25 +208,33 @@ class Engine:
 
         emit(BatchStarted(batch_id=handle.batch_id, trigger=plan.trigger,
                           runs=len({p.run_id for p in handle.plans}), trials=len(handle.plans)))
-        concurrency = plan.concurrency or plan.config.defaults.concurrency
+        hosts = self._pool(plan)
+        concurrency = plan.concurrency or hosts.slots
         queued_at = time.monotonic()  # waiting for a slot starts now, for every trial
 
         def run_one(trial_plan: TrialPlan) -> None:
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
                 self._skip(trial_plan, emit)
                 return
-            trial = Trial(trial_plan, self.client, self.images, emit, self.store.save_trial, self.gateways,
-                          queued_at=queued_at)
+            try:
+                host = hosts.acquire(handle.cancelled)
+            except NoLiveHost as e:
+                self._skip(trial_plan, emit, void=str(e))
+                return
+            trial = Trial(trial_plan, host.client, host.images, emit, self.store.save_trial, self.gateways,
+                          queued_at=queued_at, host_name=host.name)
             with handle.lock:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():
                 trial.cancel("the batch was interrupted")
             self.store.mark_trial_running(trial_plan.trial_id, utc_now())
+            record = None
             try:
-                trial.run()
+                record = trial.run()
             finally:
                 with handle.lock:
                     handle.running.pop(trial_plan.trial_id, None)
+                hosts.release(host, failed=record is None or record.outcome == "infra_error")
 
         status = "finished"
         try:
@@ -244,14 +254,31 @@ class Engine:
         handle.done.set()
         return summary
 
-    def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None]) -> None:
+    def _pool(self, plan: BatchPlan) -> HostPool:
+        """The hosts this batch runs on: [[hosts]] from proctor.toml, or this Docker alone."""
+        if not plan.config.hosts:
+            self.local.slots = plan.concurrency or plan.config.defaults.concurrency
+            return HostPool([self.local])
+        base = plan.config.path.parent if plan.config.path else None
+        hosts = []
+        for entry in plan.config.hosts:
+            host = self._remote.get(entry.url)
+            if host is None or not host.alive:
+                host = DockerHost(entry.url, connect_host(entry, base), slots=entry.slots)
+                self._remote[entry.url] = host
+            hosts.append(host)
+        return HostPool(hosts)
+
+    def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None], void: str | None = None) -> None:
+        """A trial that never started: skipped, or void when no host was left to run it."""
         record = _empty_record(trial_plan)
-        record.outcome = "skipped"
+        record.outcome = "infra_error" if void else "skipped"
+        record.failure = Failure(kind="infra", reason=void) if void else None
         record.finished_at = utc_now()
         self.store.save_trial(record)
         emit(TrialFinished(batch_id=trial_plan.batch_id, trial_id=trial_plan.trial_id,
                            case_id=trial_plan.case.id, variant=trial_plan.variant.name,
-                           trial=trial_plan.trial, outcome="skipped"))
+                           trial=trial_plan.trial, outcome=record.outcome, failure=record.failure))
 
 
 def _empty_record(plan: TrialPlan) -> TrialRecord:

@@ -70,8 +70,27 @@ class GatewayConfig(_Section):
     trust: list[str] = Field(default_factory=list)
 
 
+class HostConfig(_Section):
+    """One Docker daemon of the pool: `unix:///…`, `tcp://…` (with TLS) or `ssh://…`."""
+
+    url: str
+    slots: int = Field(default=4, ge=1)
+    tls: bool = False
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^(unix|tcp|ssh|npipe)://", v):
+            raise ValueError("a host url starts with unix://, tcp:// or ssh://")
+        return v
+
+
 class Config(_Section):
     defaults: Defaults = Field(default_factory=Defaults)
+    hosts: list[HostConfig] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)
     judge: JudgeConfig | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)

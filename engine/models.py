@@ -176,6 +176,7 @@ class TrialRecord(_Model):
     artifacts: list[Artifact] = Field(default_factory=list)
     setup_log: str = ""
     image: str | None = None
+    host: str | None = None  # the Docker host it ran on (a pool has several)
     tags: list[str] = Field(default_factory=list)
     source: dict[str, str] = Field(default_factory=dict)  # eval file snapshot: path -> text
 

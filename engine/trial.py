@@ -67,7 +67,8 @@ class TrialPlan:
 class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
                  sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
-                 host_env: dict[str, str] | None = None, queued_at: float | None = None):
+                 host_env: dict[str, str] | None = None, queued_at: float | None = None,
+                 host_name: str | None = None):
         """`queued_at` (time.monotonic()): when the trial began waiting for a concurrency slot."""
         self.plan = plan
         self.case, self.config = plan.case, plan.config
@@ -81,7 +82,8 @@ class Trial:
         self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values)
         record = TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
                              case_id=self.case.id, variant=plan.variant.name, trial=plan.trial,
-                             trigger=plan.trigger, tags=list(self.case.tags))  # type: ignore[arg-type]
+                             trigger=plan.trigger, tags=list(self.case.tags),  # type: ignore[arg-type]
+                             host=host_name)
         redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
         self.recorder = Recorder(record, sink, redactor, since=queued_at)
         self.harness = make_harness(plan.variant)
@@ -126,7 +128,7 @@ class Trial:
         if self.sandbox is not None:
             try:
                 self.sandbox.destroy()
-            except DockerException:
+            except (DockerException, OSError):
                 pass
 
     # --- the phases -----------------------------------------------------------------
@@ -148,7 +150,7 @@ class Trial:
             void = e
         except SandboxGone as e:
             void = Void(str(e))
-        except DockerException as e:
+        except (DockerException, OSError) as e:  # OSError: the daemon's socket is gone
             void = Void(f"Docker failed: {str(e).splitlines()[0][:200]}")
         except Exception as e:  # an engine bug must still tear down and leave a record
             void = Void(f"engine error: {type(e).__name__}: {e}")
@@ -287,7 +289,7 @@ class Trial:
             if self.sandbox is not None and not self.sandbox.destroyed:
                 try:
                     self.sandbox.destroy()
-                except DockerException as e:
+                except (DockerException, OSError) as e:  # OSError: the daemon itself went away
                     phase.extras = [f"could not remove the container: {str(e)[:100]}"]
             self.record.egress = self.egress.close()
             if self.record.egress:

@@ -103,18 +103,21 @@ class MiniHarness:
                     return out
                 out.usage = out.usage.add(_usage(body.get("usage")))
                 message = body["choices"][0]["message"]
-                text, calls = _text(message.get("content")), message.get("tool_calls") or []
+                text = _text(message.get("content"))
+                calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
                 # Only the standard fields go back: providers add their own that others reject.
                 self.messages.append({"role": "assistant", "content": message.get("content"),
                                       **({"tool_calls": calls} if calls else {})})
                 if text:
-                    emit(TrajectoryItem(kind="message", turn=turn, at=_now(), role="assistant", text=text))
+                    emit(TrajectoryItem(kind="message", turn=turn, at=_now(), role="assistant",
+                                        text=text))
                 if not calls:
                     out.finished_reason = "done"
                     return out
                 for call in calls:
                     reply = self._tool(sandbox, call, turn, deadline, emit)
-                    self.messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": reply})
+                    self.messages.append({"role": "tool", "tool_call_id": call.get("id", ""),
+                                          "content": reply})
         out.finished_reason = "max_steps"
         return out
 
@@ -132,7 +135,8 @@ class MiniHarness:
             # Told to the model so it can correct itself; kept as a toolCall item so it shows.
             problem = (f"unknown tool {name!r}: the only tool is bash" if name != "bash"
                        else 'bash needs arguments {"command": "<shell command>"}')
-            emit(TrajectoryItem(kind="toolCall", turn=turn, at=_now(), name=name, input=raw, output=problem))
+            emit(TrajectoryItem(kind="toolCall", turn=turn, at=_now(), name=name, input=raw,
+                                output=problem))
             return f"error: {problem}"
         limit = min(max(deadline - time.monotonic(), 0.1), TOOL_TIMEOUT_S)
         result = sandbox.exec(command, timeout=limit)

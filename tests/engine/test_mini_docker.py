@@ -100,7 +100,8 @@ def one(summary, records):
     return records[trial.id]
 
 
-def test_bash_calls_run_in_the_sandbox_and_their_output_goes_back(suite, run_eval, model_server, monkeypatch):
+def test_bash_calls_run_in_the_sandbox_and_their_output_goes_back(suite, run_eval, model_server,
+                                                                   monkeypatch):
     url, model = model_server
     monkeypatch.setenv("PROCTOR_TEST_MODEL_KEY", KEY)
     model.script = [bash(WRITE_CALC, "cat calc.py", use=usage(100, 20, cached=50)),
@@ -161,7 +162,8 @@ def patient(c):
     assert turn.ms >= 1400  # the 0.5 s and 1 s pauses are agent time
 
 
-def test_max_steps_ends_a_turn_and_the_conversation_carries_on(suite, run_eval, model_server, monkeypatch):
+def test_max_steps_ends_a_turn_and_the_conversation_carries_on(suite, run_eval, model_server,
+                                                                monkeypatch):
     url, model = model_server
     monkeypatch.setenv("PROCTOR_TEST_MODEL_KEY", KEY)
     model.default = bash("echo step")
@@ -214,7 +216,8 @@ def test_retries_stop_when_the_turn_budget_runs_out():
     class Alive:
         destroyed = False
 
-    harness = MiniHarness(Variant(name="m", harness="mini", model="stand-in", base_url="http://model.test/v1"))
+    variant = Variant(name="m", harness="mini", model="stand-in", base_url="http://model.test/v1")
+    harness = MiniHarness(variant)
     transport = httpx.MockTransport(lambda request: httpx.Response(503, text="overloaded"))
     started = time.monotonic()
     with httpx.Client(transport=transport) as client, pytest.raises(_ApiFailed) as failed:
