@@ -144,9 +144,13 @@ def test_ten_thousand_items_load_and_scroll_to_the_end(view, records, qtbot):
 
     started = time.perf_counter()
     view.show_record(record)
-    view.list.scrollToBottom()
     last = view.proxy.index(view.proxy.rowCount() - 1, 0)
-    assert view.list.viewport().rect().intersects(view.list.visualRect(last))
+
+    def at_the_end() -> bool:  # rows are laid out in batches from the event loop
+        view.list.scrollToBottom()
+        return view.list.viewport().rect().intersects(view.list.visualRect(last))
+
+    qtbot.waitUntil(at_the_end, timeout=5_000)
     view.list.viewport().repaint()
     loaded = time.perf_counter() - started
     assert view.proxy.rowCount() == 10_100
