@@ -211,6 +211,7 @@ class Trial:
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,
+               "PROCTOR_TRIAL_NUMBER": str(self.plan.trial), "PROCTOR_VARIANT": self.plan.variant.name,
                **self.egress.env, **self.case.env}
         for name, secret in self.case.secrets.items():
             if not self.secret_values[name]:

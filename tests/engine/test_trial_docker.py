@@ -485,3 +485,42 @@ def patient(c):
     slot = [p for p in second.phases if p.phase == "slot"]
     assert len(slot) == 1 and slot[0].end_ms - slot[0].start_ms > 2000
     assert second.timings.slot_ms > 2000
+
+
+def test_a_case_under_two_variants_gives_each_run_its_distribution(suite, run_eval):
+    """`steady` always passes with 2 commands; `flaky` fails its 2nd trial and runs a different
+    number of commands each time: pass rate, determinism and spread per SPEC."""
+    from tests.conftest import DEFAULT_TOML
+
+    toml = DEFAULT_TOML.replace('name = "scripted"', 'name = "steady"') + """
+[[variants]]
+name = "flaky"
+command = "sh .agent/run.sh flaky"
+"""
+    agent = """
+n=$PROCTOR_TRIAL_NUMBER
+commands=2
+if [ "$1" = flaky ]; then commands=$((n * 4)); fi
+i=0
+while [ $i -lt $commands ]; do
+  echo '{"type":"command","command":"step","exitCode":0,"output":""}'; i=$((i + 1))
+done
+if [ "$1" = flaky ] && [ "$n" = 2 ]; then echo broken > answer.txt; else echo 42 > answer.txt; fi
+echo '{"type":"finished","reason":"done"}'
+"""
+    path = suite(HEADER + f"""
+@evaluation({AGENT_FILES}, trials=3)
+def answers(c):
+    c.send("answer")
+    c.exec("cat answer.txt").stdout.to_equal("42")
+""", toml=toml, files={"agent.sh": agent})
+    summary, _, _ = run_eval(path)
+    runs = {r.variant: r for r in summary.runs}
+    steady, flaky = runs["steady"].distribution, runs["flaky"].distribution
+    assert (steady.trials, steady.scored, steady.passed, steady.failed, steady.voided) == (3, 3, 3, 0, 0)
+    assert steady.pass_rate == 1.0 and steady.deterministic
+    assert (steady.command_min, steady.command_median, steady.command_max) == (2, 2, 2)
+    assert (flaky.passed, flaky.failed) == (2, 1) and flaky.pass_rate == 0.667
+    assert not flaky.deterministic
+    assert (flaky.command_min, flaky.command_median, flaky.command_max) == (4, 8, 12)
+    assert [t.outcome for t in runs["flaky"].trials] == ["pass", "fail", "pass"]
