@@ -177,6 +177,11 @@ class Trial:
             phase.detail, phase.text = detail, f"ready {tag} ({detail})"
         with rec.phase("container") as phase:
             owner = labels(self.plan.batch_id, self.plan.trial_id, self.plan.owner)
+            remote = self.record.host not in (None, "local") and not self.record.host.startswith("unix://")
+            if self.egress.needed and remote:
+                # The gateway's socket is bind-mounted: the daemon must share this machine's files.
+                raise Void(f"this case needs the egress gateway, which runs only on a local Docker host "
+                           f"(unix://), not on {self.record.host}", "container")
             binds = self.egress.start() if self.egress.needed else None
             self.sandbox = Sandbox.create(self.client, tag, owner, binds=binds)
             if self.aborted.is_set():  # cancelled while the container was being made
