@@ -7,6 +7,7 @@ orange, teardown and record grey; waiting for a slot is pale.
 
 from __future__ import annotations
 
+from engine.recorder import fmt_ms  # noqa: F401 (the studio's durations read as the CLI's)
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -73,19 +74,3 @@ def redacted_html(escaped_text: str) -> str:
     badge = (f'<span style="background-color:{REDACTED_BADGE_BG}; color:{REDACTED_BADGE_FG};'
              f' font-weight:600;">&nbsp;redacted&nbsp;</span>')
     return escaped_text.replace(REDACTED, badge)
-
-
-def fmt_ms(ms: int | float | None) -> str:
-    if ms is None:
-        return "—"
-    ms = int(ms)
-    if ms < 1000:
-        return f"{ms}ms"
-    if ms < 60_000:
-        s = ms / 1000
-        return f"{s:.1f}s" if s < 10 else f"{s:.0f}s"
-    m, s = divmod(round(ms / 1000), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
