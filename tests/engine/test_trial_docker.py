@@ -524,3 +524,36 @@ def answers(c):
     assert not flaky.deterministic
     assert (flaky.command_min, flaky.command_median, flaky.command_max) == (4, 8, 12)
     assert [t.outcome for t in runs["flaky"].trials] == ["pass", "fail", "pass"]
+
+
+def test_an_image_many_trials_need_is_built_once(suite, run_eval, docker_client):
+    marker = f"once-{os.getpid()}-{time.time_ns()}"
+    path = suite(HEADER + f"""
+@evaluation(image=Install("proctor-test-base:bookworm", ["sleep 1; echo {marker} > /opt/marker"]), trials=3)
+def shares_an_image(c):
+    c.exec("cat /opt/marker").stdout.to_contain("{marker}")
+""")
+    summary, _, records = run_eval(path, concurrency=3)
+    built = [records[t.id].phases[0].detail for t in summary.runs[0].trials]
+    assert sorted(built) == ["built", "cache hit", "cache hit"], built
+    assert all(records[t.id].outcome == "pass" for t in summary.runs[0].trials)
+    docker_client.images.remove(records[summary.runs[0].trials[0].id].image, force=True)
+
+
+def test_a_batch_silent_for_ten_minutes_on_another_host_is_closed(store, docker_client):
+    from engine.batch import Engine
+    from engine.models import TrialRecord
+
+    elsewhere = "another-host:4242:1"  # a pid we cannot check: only the heartbeat tells
+    for batch_id, beat in (("b_silent", "2026-01-01T00:00:00.000Z"), ("b_beating", None)):
+        started = "2026-01-01T00:00:00.000Z" if beat else time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        store.create_batch(batch_id, "cli", elsewhere, started)
+        store.create_run(f"r_{batch_id}", batch_id, "c", "v", 0)
+        store.create_trial(TrialRecord(id=f"t_{batch_id}", batch_id=batch_id, run_id=f"r_{batch_id}",
+                                       case_id="c", variant="v", trial=1, trigger="cli"), elsewhere)
+    store.flush()
+    closed = Engine(store, docker_client).sweep().trials
+    assert closed == ["t_b_silent"]
+    assert store.batch_summary("b_silent").status == "failed"
+    assert store.get_trial("t_b_silent").failure.reason == "engine stopped"
+    assert store.batch_summary("b_beating").status == "running"
