@@ -13,11 +13,12 @@ a worker thread, so polling a busy store never stalls the GUI thread on SQL.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from PySide6.QtCore import (
     QAbstractItemModel, QModelIndex, QObject, QPersistentModelIndex, QRect, Qt, QTimer, Signal,
@@ -101,6 +102,36 @@ class _Courier(QObject):
     model deleted meanwhile is discarded by Qt."""
 
     fetched = Signal(int, object, object)  # generation, _Fetched | None (unchanged), error
+
+
+class _Reader:
+    """One daemon thread that runs the browser models' read phases, one after another,
+    started on first use (a thread per read would cost a start each time)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="browser-reads",
+                                                daemon=True)
+                self._thread.start()
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except Exception:  # noqa: BLE001 — a job reports its own errors; keep serving
+                pass
+            del job  # its snapshot and courier go now, not when the next job comes
+
+
+_reader = _Reader()
 
 
 def _item_live(item: Any) -> bool:
@@ -600,7 +631,7 @@ class BrowserModel(QAbstractItemModel):
             except RuntimeError:  # the application is going away
                 pass
 
-        threading.Thread(target=work, name="browser-refresh", daemon=True).start()
+        _reader.submit(work)
         return True
 
     @property
