@@ -9,6 +9,7 @@ the bridge's batched events; finished ones are read from the store.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -148,6 +149,11 @@ class MainWindow(QMainWindow):
         self._store_timer = QTimer(self, interval=STORE_STATUS_MS, timeout=self._update_store_status)
         self._store_timer.start()
         self._restore()
+        # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
+        # window: out of the collector's sight, a full collection no longer walks it all and
+        # stalls the GUI thread for 100 ms in the middle of a live stream.
+        gc.collect()
+        gc.freeze()
 
     # --- layout ---------------------------------------------------------------------
 
