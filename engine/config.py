@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from .spec import EvalFileError, parse_duration
 
 CONFIG_NAME = "proctor.toml"
+
+
+# "15m", "90s", "1h30m" or a number of seconds, as everywhere else in Proctor.
+Duration = Annotated[float, BeforeValidator(lambda v: parse_duration(v))]
 
 
 class _Section(BaseModel):
@@ -25,14 +29,9 @@ class _Section(BaseModel):
 
 class Defaults(_Section):
     image: str | None = None
-    timeout: float = 15 * 60
+    timeout: Duration = 15 * 60
     concurrency: int = Field(default=4, ge=1)
     trials: int = Field(default=1, ge=1)
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: object) -> float:
-        return parse_duration(v)  # type: ignore[arg-type]
 
 
 class Variant(_Section):
@@ -57,12 +56,7 @@ class JudgeConfig(_Section):
     model: str
     api_key_env: str | None = None
     retries: int = Field(default=2, ge=0)
-    timeout: float = 60
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: object) -> float:
-        return parse_duration(v)  # type: ignore[arg-type]
+    timeout: Duration = 60
 
 
 class GatewayConfig(_Section):
