@@ -31,6 +31,9 @@ def second_daemon(docker_client):
         pytest.skip(reason)
     (ROOT / "data").mkdir(parents=True, exist_ok=True)
     RUN.mkdir(parents=True, exist_ok=True)
+    pidfile = RUN / "dockerd.pid"
+    if pidfile.exists() and not Path(f"/proc/{pidfile.read_text().strip() or 0}").exists():
+        pidfile.unlink()  # left by a daemon that was killed: dockerd would refuse to start
     log = open(ROOT / "dockerd.log", "ab")
     daemon = subprocess.Popen(
         ["dockerd", "--data-root", str(ROOT / "data"), "--exec-root", str(RUN / "exec"),
