@@ -12,6 +12,7 @@ import argparse
 import gc
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -127,7 +128,7 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(self.browser)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([460, 940])
+        self.splitter.setSizes([600, 800])
         self.setCentralWidget(self.splitter)
         self._build_toolbar()
         self._build_status(watch_docker)
@@ -414,7 +415,10 @@ def run(args: argparse.Namespace) -> int:
         window: QMainWindow = ErrorWindow(str(e))
         window.show()
         return app.exec()
-    settings = QSettings("Proctor", "studio-screenshot" if args.screenshot else "studio")
+    settings = QSettings("Proctor", "studio")
+    if args.screenshot:  # the same picture every time: no remembered geometry or splitter
+        scratch = tempfile.mkdtemp(prefix="proctor-shot-")
+        settings = QSettings(os.path.join(scratch, "studio.ini"), QSettings.Format.IniFormat)
     window = MainWindow(store, settings, watch_docker=not args.screenshot)
     if args.screenshot:
         width, _, height = args.size.partition("x")

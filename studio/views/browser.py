@@ -29,7 +29,7 @@ TICK_MS = 500  # how often live rows repaint their elapsed time
 EMPTY_TEXT = ("No batches yet — run the demo suite: proctor run examples/demo -v, "
               "or press Run…")
 NO_MATCH_TEXT = "No trial matches these filters — widen them or clear the search."
-COLUMN_WIDTHS = {"name": 240, "outcome": 150, "pass_rate": 64, "deterministic": 110,
+COLUMN_WIDTHS = {"name": 220, "outcome": 120, "pass_rate": 64, "deterministic": 110,
                  "commands": 80, "duration": 70, "tokens": 60, "trigger": 60, "started": 130}
 OUTCOMES = [("All outcomes", None), (f"{theme.OUTCOME_GLYPH['pass']} pass", "pass"),
             (f"{theme.OUTCOME_GLYPH['fail']} fail", "fail"),
