@@ -22,7 +22,8 @@ from .sandbox.gateway import GatewayHost
 from .sandbox.hosts import DockerHost, HostPool, NoLiveHost, connect_host
 from .spec import Case, EvalFileError
 from .store import Store
-from .trial import Trial, TrialPlan, iso_ms, utc_now
+from .events import iso_ms, utc_now
+from .trial import Trial, TrialPlan
 
 ENGINE_STOPPED = "engine stopped"
 HEARTBEAT_S = 60

@@ -13,7 +13,6 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +23,7 @@ from . import limits
 from .config import Config, Variant
 from .context import Context, TrialAborted, _plural
 from .errors import Void
-from .events import EventSink, TrialFinished, TrialStarted
+from .events import EventSink, TrialFinished, TrialStarted, iso_ms, utc_now
 from .harness import HarnessFailed, make_harness
 from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
 from .phases import workspace as workspace_phase
@@ -40,15 +39,6 @@ from .usage import usage_warnings
 
 ABORT_GRACE_S = 3
 SLOT_SPAN_MIN_MS = 50
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def iso_ms(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass

@@ -8,10 +8,10 @@ become trajectory items; other lines are kept as the turn's raw output.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 from ..config import Variant
+from ..events import iso_ms
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from . import OnItem, TurnOutput
@@ -19,10 +19,11 @@ from . import OnItem, TurnOutput
 ITEM_TYPES = {"message", "command", "toolCall", "fileChange"}
 
 
-def iso_ms(at: Any) -> str | None:
+def item_time(at: Any) -> str | None:
+    """An item's optional `at` (epoch ms) as the record writes times; anything else is dropped."""
     if not isinstance(at, (int, float)) or isinstance(at, bool):
         return None
-    return datetime.fromtimestamp(at / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_ms(at)
 
 
 def _int(value: Any) -> int | None:
@@ -56,7 +57,7 @@ def parse_line(line: str, turn: int) -> TrajectoryItem | Usage | tuple[str, str]
                      reasoning=_int(data.get("reasoning")))
     if kind not in ITEM_TYPES:
         return None
-    common = {"kind": kind, "turn": turn, "at": iso_ms(data.get("at"))}
+    common = {"kind": kind, "turn": turn, "at": item_time(data.get("at"))}
     if kind == "message":
         return TrajectoryItem(**common, role=str(data.get("role", "assistant")), text=_text(data.get("text")) or "")
     if kind == "command":

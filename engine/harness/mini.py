@@ -20,10 +20,10 @@ import httpx
 
 from ..config import Variant
 from ..errors import Void
+from ..events import utc_now
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import WORKSPACE, Sandbox, SandboxGone
 from . import OnItem, TurnOutput
-from .command import iso_ms
 
 RULES_FILE = "AGENTS.md"
 TOOL_TIMEOUT_S = 300  # one bash call; a hung command should not eat the whole trial
@@ -252,4 +252,4 @@ def _sleep(seconds: float, sandbox: Sandbox) -> None:
 
 
 def _now() -> str | None:
-    return iso_ms(time.time() * 1000)
+    return utc_now()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DEFAULT_TOML
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 AGENT = r"""
@@ -119,17 +121,7 @@ def recorded(docker_client, tmp_path_factory) -> Recorded:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     (folder / "agent.sh").write_text(AGENT)
     (folder / "suite.eval.py").write_text(textwrap.dedent(EVAL))
-    (folder / "proctor.toml").write_text(textwrap.dedent(f"""
-        [defaults]
-        image = "proctor-test-base:bookworm"
-        timeout = "2m"
-        concurrency = 2
-
-        [[variants]]
-        name = "scripted"
-        harness = "command"
-        command = "sh .agent/run.sh"
-
+    (folder / "proctor.toml").write_text(DEFAULT_TOML + textwrap.dedent(f"""
         [judge]
         base_url = "http://127.0.0.1:{server.server_address[1]}/v1"
         model = "judge-stand-in"
