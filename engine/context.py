@@ -17,6 +17,7 @@ from .judge import ask_judge
 from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
 from .phases.diff import tree_diff
+from .recorder import plural
 from .sandbox.container import SandboxGone
 from .spec import parse_duration
 
@@ -108,7 +109,7 @@ class Context:
             edits = sum(i.kind == "fileChange" for i in items)
             phase.status = {"aborted": "aborted", "failed": "failed"}.get(status)
             phase.text = f"{n} {status}"
-            phase.extras = [_plural(commands, "command"), _plural(edits, "file edit")]
+            phase.extras = [plural(commands, "command"), plural(edits, "file edit")]
             if out.finished_reason is None:
                 phase.extras.append(f"exit {out.exit_code}")
         record = TurnRecord(index=n, prompt=prompt, status=status,  # type: ignore[arg-type]
@@ -127,7 +128,7 @@ class Context:
             self._cumulative, self._files_changed = tree_diff(trial.snapshot, tree)
             record.cumulative_diff, record.files_changed = self._cumulative, changed
             self._previous_tree = tree
-            phase.text = f"{n} · {_plural(len(changed), 'file')} changed"
+            phase.text = f"{n} · {plural(len(changed), 'file')} changed"
         trial.add_turn(record)
         if failed:
             raise HarnessFailed(f"the harness reported {out.finished_reason}")
@@ -199,10 +200,6 @@ class Context:
                 pass
         self._trial.add_artifact(artifact)
         return artifact
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _clip(text: str, width: int = 60) -> str:

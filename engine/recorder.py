@@ -32,6 +32,10 @@ def fmt_ms(ms: int | float | None) -> str:
     return f"{h}h{m:02d}m"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 @dataclass
 class PhaseHandle:
     """What a phase says about itself as it ends: `text in 33ms · extra · extra`."""

@@ -21,14 +21,14 @@ from docker.errors import DockerException
 
 from . import limits
 from .config import Config, Variant
-from .context import Context, TrialAborted, _plural
+from .context import Context, TrialAborted
 from .errors import Void
 from .events import EventSink, TrialFinished, TrialStarted, iso_ms, utc_now
 from .harness import HarnessFailed, make_harness
 from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
 from .phases import workspace as workspace_phase
 from .phases.egress import Egress
-from .recorder import Recorder, fmt_ms
+from .recorder import Recorder, fmt_ms, plural
 from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone
@@ -184,7 +184,7 @@ class Trial:
                 rec.progress("container", gateway)
         with rec.phase("env") as phase:
             self.sandbox.env = self._environment()
-            phase.text = _plural(len(case.env), "variable")
+            phase.text = plural(len(case.env), "variable")
             if case.secrets:
                 phase.extras = [f"{len(case.secrets)} secrets as placeholders"]
         with rec.phase("workspace") as phase:
@@ -195,12 +195,12 @@ class Trial:
                 files[self.harness.rules_file] = case.rules.encode()
             if files:
                 self.sandbox.put_files(files)
-            phase.text = _plural(len(files), "file") + (f" ({self.harness.rules_file})" if case.rules else "")
+            phase.text = plural(len(files), "file") + (f" ({self.harness.rules_file})" if case.rules else "")
         with rec.phase("setup") as phase:
             phase.text = self._setup()
         with rec.phase("snapshot") as phase:
             self.snapshot = self.sandbox.read_tree()
-            phase.text = _plural(len(self.snapshot), "file")
+            phase.text = plural(len(self.snapshot), "file")
         with rec.phase("harness") as phase:
             phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
 
@@ -233,7 +233,7 @@ class Trial:
                     raise Void(f"setup step {i} `{step.command}` exited {out.exit_code}{why}", f"setup step {i}")
         finally:
             self.record.setup_log = "".join(log)
-        return _plural(len(self.case.setup), "step")
+        return plural(len(self.case.setup), "step")
 
     def _run_body(self) -> None:
         """The eval body on its own thread; the timeout counts from here."""

@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QFont, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from engine.models import BatchSummary, Failure, TrialRecord
+from engine.recorder import plural
 from studio.theme import OUTCOME_COLOUR, OUTCOME_GLYPH, fmt_ms, mono_font, redacted_html
 
 _CODE = re.compile(r"`([^`]*)`?")
@@ -81,10 +82,6 @@ def failure_line(record: TrialRecord) -> str:
     if record.outcome == "skipped":
         return "never started: the batch ended before this trial ran"
     return "running"
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 class ElidedLabel(QLabel):
