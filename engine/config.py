@@ -14,13 +14,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from .spec import EvalFileError, parse_duration
+from .spec import Case, EvalFileError, parse_duration, parse_size
 
 CONFIG_NAME = "proctor.toml"
 
 
 # "15m", "90s", "1h30m" or a number of seconds, as everywhere else in Proctor.
 Duration = Annotated[float, BeforeValidator(lambda v: parse_duration(v))]
+# "4g", "512m" or a number of bytes.
+Size = Annotated[int, BeforeValidator(lambda v: parse_size(v))]
 
 
 class _Section(BaseModel):
@@ -32,6 +34,32 @@ class Defaults(_Section):
     timeout: Duration = 15 * 60
     concurrency: int = Field(default=4, ge=1)
     trials: int = Field(default=1, ge=1)
+    # The sandbox's limits (SPEC.md additions); each case may override them.
+    memory: Size = 4 << 30
+    pids: int = Field(default=1024, ge=16)
+    cpus: float = Field(default=2.0, gt=0, le=1024)
+    disk: Size = 10 << 30
+    user: Literal["agent", "root"] = "agent"
+
+    def resources(self, case: Case) -> "Resources":
+        """This case's limits: its own where it sets them, these defaults elsewhere."""
+        def pick(name: str):
+            own = getattr(case, name)
+            return own if own is not None else getattr(self, name)
+        return Resources(memory=pick("memory"), pids=pick("pids"), cpus=pick("cpus"),
+                         disk=pick("disk"), user=pick("user"))
+
+
+class Resources(BaseModel):
+    """What one trial's sandbox may use, resolved from the case and [defaults]."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory: int
+    pids: int
+    cpus: float
+    disk: int
+    user: Literal["agent", "root"]
 
 
 class Variant(_Section):
@@ -62,6 +90,8 @@ class JudgeConfig(_Section):
 class GatewayConfig(_Section):
     resolve: dict[str, str] = Field(default_factory=dict)
     trust: list[str] = Field(default_factory=list)
+    # Private or loopback "ip:port" an allow entry may reach; none by default.
+    private: list[str] = Field(default_factory=list)
 
 
 class HostConfig(_Section):

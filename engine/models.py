@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Outcome = Literal["pass", "fail", "infra_error", "skipped"]
-FailureKind = Literal["assertion", "judge", "timeout", "infra"]
+FailureKind = Literal["assertion", "judge", "timeout", "infra", "limit"]
 PhaseName = Literal[
     "slot", "image", "container", "env", "workspace", "files", "setup", "snapshot",
     "harness", "turn", "diff", "check", "judge", "teardown", "record",

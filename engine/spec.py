@@ -54,6 +54,35 @@ def parse_duration(value: str | int | float, what: str = "timeout") -> float:
     return seconds
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
+
+
+def parse_size(value: str | int, what: str = "size") -> int:
+    """'4g', '512m', '10GiB', '100k' or a number of bytes -> bytes (binary units)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"bad {what} {value!r}: use a size such as '512m' or '4g'")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.fullmatch(value.strip())
+        if not match:
+            raise ValueError(f"bad {what} {value!r}: use a size such as '512m' or '4g'")
+        scale = 1024 ** " kmgt".index(match.group(2).lower() or " ")
+        size = int(float(match.group(1)) * scale)
+    if size <= 0 or size > 1 << 60:
+        raise ValueError(f"bad {what} {value!r}: must be more than zero and at most 1 EiB")
+    return size
+
+
+def format_size(size: int) -> str:
+    """Bytes as a limit is written: 4 GiB, 512 MiB, 100 KiB."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} bytes"
+
+
 # --- what an eval file declares ----------------------------------------------------
 
 
@@ -145,6 +174,12 @@ class Case:
     timeout: float | None = None  # None: the config's default
     trials: int | None = None
     tags: list[str] = field(default_factory=list)
+    # Sandbox limits; None: proctor.toml's [defaults] (see config.Resources).
+    memory: int | None = None
+    pids: int | None = None
+    cpus: float | None = None
+    disk: int | None = None
+    user: str | None = None
 
     @property
     def where(self) -> str:
@@ -167,6 +202,11 @@ def evaluation(
     timeout: str | float | None = None,
     trials: int | None = None,
     tags: list[str] | None = None,
+    memory: str | int | None = None,
+    pids: int | None = None,
+    cpus: float | None = None,
+    disk: str | int | None = None,
+    user: str | None = None,
 ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
     """Declare a case. Options are checked here, so a mistake points at this line."""
     caller = sys._getframe(1)
@@ -199,6 +239,18 @@ def evaluation(
         steps = [s if isinstance(s, Step) else Step(str(s)) for s in (setup or [])]
     except ValueError as e:
         raise fail(str(e)) from None
+    try:
+        memory_b = parse_size(memory, "memory") if memory is not None else None
+        disk_b = parse_size(disk, "disk") if disk is not None else None
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int) or pids < 16):
+        raise fail(f"pids must be a whole number of at least 16, not {pids!r}")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, (int, float))
+                             or not 0 < cpus <= 1024):
+        raise fail(f"cpus must be a number more than 0, not {cpus!r}")
+    if user is not None and user not in ("agent", "root"):
+        raise fail(f"user must be 'agent' (an unprivileged user, the default) or 'root', not {user!r}")
     if trials is not None and (not isinstance(trials, int) or trials < 1):
         raise fail(f"trials must be a whole number of at least 1, not {trials!r}")
     placed = {}
@@ -216,7 +268,8 @@ def evaluation(
             id=fn.__name__, body=fn, file=file, line=line, image=image, workspace=workspace,
             env=dict(env or {}), secrets=dict(secrets or {}), allow=list(allow or []),
             files=placed, rules=rules, setup=steps, timeout=timeout_s, trials=trials,
-            tags=list(tags or []),
+            tags=list(tags or []), memory=memory_b, pids=pids,
+            cpus=float(cpus) if cpus is not None else None, disk=disk_b, user=user,
         )
         setattr(fn, CASE_ATTR, case)
         declared = getattr(_loading, "cases", None)

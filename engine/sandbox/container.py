@@ -14,13 +14,13 @@ from typing import Callable
 import docker
 from docker.errors import DockerException, NotFound
 
+from .output import OutputCollector
+
 WORKSPACE = "/workspace"
 # Outside the workspace, so nothing the engine places here shows in a diff.
 ENGINE_DIR = "/tmp/.proctor"
 KILL_GRACE_S = 3
 STOP_GRACE_S = 2
-# A command's output kept in memory; the record caps it further.
-OUTPUT_KEEP = 2_000_000
 TREE_FILE_MAX = 5_000_000
 
 
@@ -97,7 +97,7 @@ class Sandbox:
                 environment={**self.env, **(env or {})},
             )["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=True)
-            stdout, stderr = _Collector(on_stdout_line), _Collector(None)
+            stdout, stderr = OutputCollector(on_stdout_line), OutputCollector(None)
             for out, err in stream:
                 if out:
                     stdout.feed(out)
@@ -192,32 +192,3 @@ def _skipped(rel: str) -> bool:
     which are noise the agent did not write."""
     parts = rel.split("/")
     return parts[0] == ".git" or "__pycache__" in parts
-
-
-class _Collector:
-    """Decodes a byte stream, keeps up to OUTPUT_KEEP chars, and calls back per line."""
-
-    def __init__(self, on_line: Callable[[str], None] | None):
-        self.on_line = on_line
-        self.parts: list[str] = []
-        self.kept = 0
-        self.pending = b""
-
-    def feed(self, data: bytes) -> None:
-        if self.kept < OUTPUT_KEEP:
-            text = data.decode("utf-8", "replace")
-            self.parts.append(text[: OUTPUT_KEEP - self.kept])
-            self.kept += len(text)
-        if self.on_line:
-            self.pending += data
-            *lines, self.pending = self.pending.split(b"\n")
-            for line in lines:
-                self.on_line(line.decode("utf-8", "replace"))
-
-    def close(self) -> None:
-        if self.on_line and self.pending:
-            self.on_line(self.pending.decode("utf-8", "replace"))
-            self.pending = b""
-
-    def text(self) -> str:
-        return "".join(self.parts)
