@@ -139,7 +139,7 @@ class MiniHarness:
                                 output=problem))
             return f"error: {problem}"
         limit = min(max(deadline - time.monotonic(), 0.1), TOOL_TIMEOUT_S)
-        result = sandbox.exec(command, timeout=limit)
+        result = sandbox.exec(command, timeout=limit, user="agent")
         output = _cap(result.output)
         emit(TrajectoryItem(kind="command", turn=turn, at=_now(), command=command,
                             exit_code=result.exit_code, output=output))

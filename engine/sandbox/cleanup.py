@@ -1,21 +1,32 @@
-"""What the engine leaves behind, found by label.
+"""What the engine leaves behind, found by label or by name.
 
 Every container, network and volume carries `proctor=1`, its trial and batch,
 and `proctor.owner`: the host, pid and start time of the process that made it.
-The sweep at every start removes only what belongs to a process that is gone,
-so a live studio and a live CLI run on one machine never sweep each other.
+Each gateway folder (the temporary folder holding a trial's gateway socket) is
+named after that process too: `proctor-gw-PID-TICKS-…`. The sweep at every
+start removes only what belongs to a process that is gone, so a live studio and
+a live CLI run on one machine never sweep each other.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
+import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 from docker.errors import DockerException, NotFound
 
 LABEL = "proctor"
+GATEWAY_PREFIX = "proctor-gw-"
+_GATEWAY_NAME = re.compile(rf"{GATEWAY_PREFIX}(\d+)-(\d+)-")
+# A gateway folder named before folders carried their owner: left behind if this old.
+UNOWNED_AFTER_S = 86400
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -48,16 +59,24 @@ def labels(batch_id: str, trial_id: str, owner: str) -> dict[str, str]:
     return {LABEL: "1", "proctor.batch": batch_id, "proctor.trial": trial_id, "proctor.owner": owner}
 
 
+def gateway_folder(owner: str, tmp: Path | None = None) -> Path:
+    """A new gateway folder for `owner`'s trial: 0700, so only this user reaches what it holds."""
+    _, pid, ticks = owner.rsplit(":", 2)
+    return Path(tempfile.mkdtemp(prefix=f"{GATEWAY_PREFIX}{pid}-{ticks}-", dir=tmp))
+
+
 @dataclass
 class Swept:
     containers: int = 0
     networks: int = 0
     volumes: int = 0
     trials: list[str] | None = None
+    folders: int = 0
 
     def __str__(self) -> str:
         closed = f", closed {len(self.trials)} trials as infra_error" if self.trials else ""
-        return f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes{closed}"
+        return (f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes, "
+                f"{self.folders} gateway folders{closed}")
 
 
 def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
@@ -86,7 +105,34 @@ def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
         if abandoned(volume.attrs.get("Labels") or {}):
             _quietly(lambda: volume.remove(force=True))
             swept.volumes += 1
+    swept.folders = sweep_folders(everything)
     return swept
+
+
+def sweep_folders(everything: bool = False, tmp: Path | None = None) -> int:
+    """Remove this user's gateway folders whose owner is gone (or all); returns how many."""
+    folder = Path(tmp or tempfile.gettempdir())
+    removed = 0
+    try:
+        candidates = [p for p in folder.iterdir() if p.name.startswith(GATEWAY_PREFIX)]
+    except OSError:
+        return 0
+    for path in candidates:
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid():
+            continue
+        named = _GATEWAY_NAME.match(path.name)
+        if named:
+            gone = not owner_alive(f"{socket.gethostname()}:{named.group(1)}:{named.group(2)}")
+        else:
+            gone = time.time() - info.st_mtime > UNOWNED_AFTER_S
+        if everything or gone:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
+    return removed
 
 
 def _quietly(action) -> None:

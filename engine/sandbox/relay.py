@@ -1,6 +1,6 @@
 """The relay inside the sandbox: 127.0.0.1:PORT -> the gateway's Unix socket.
 
-The sandbox has no network but loopback; the gateway's socket is bind-mounted
+The sandbox has no network but loopback; the gateway's socket is mounted (read-only)
 into it. The relay copies bytes both ways and decides nothing: the gateway
 enforces the allow-list. It is written in whatever the image has: python3,
 node, or socat; an image with none of them cannot reach the gateway.
