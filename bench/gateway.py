@@ -8,13 +8,15 @@ The upstream is an HTTPS stand-in on 127.0.0.1 with its own CA; the gateway
 listens on a Unix socket, as it does for a sandbox's relay. Three paths:
   direct     a new TLS connection to the upstream per request
   tunnel     CONNECT through the gateway, TLS end to end (an allowed host)
-  brokered   CONNECT through the gateway, TLS terminated and the key swapped in
+  brokered   CONNECT through the gateway, TLS terminated, the key swapped in and the
+             answer searched for it (so sent chunked when it is larger than 256 KiB)
 Every byte stays on loopback or the Unix socket.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import socket
 import ssl
 import statistics
@@ -32,6 +34,9 @@ from engine.sandbox.gateway import BrokeredSecret, GatewayHost, GatewaySpec  # n
 
 HOST, KEY, PLACEHOLDER = "api.example.test", "real-key-0123456789", "proctor-placeholder-KEY-0000"
 CHUNK = 1 << 20
+# What a download usually is (a wheel, a tarball): bytes that look random. Not one byte
+# repeated: a run of "x" is a worst case for the substring search that swaps values back.
+BLOCK = random.Random(0).randbytes(CHUNK)
 
 
 class Upstream(BaseHTTPRequestHandler):
@@ -49,7 +54,7 @@ class Upstream(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(size))
         self.end_headers()
-        block = b"x" * CHUNK
+        block = BLOCK
         left = size
         while left:
             n = min(left, CHUNK)
@@ -61,23 +66,45 @@ class Upstream(BaseHTTPRequestHandler):
 
 
 def read_response(stream) -> int:
-    """Read one HTTP/1.1 response with a Content-Length; returns the body's size."""
-    head = b""
-    while b"\r\n\r\n" not in head:
-        data = stream.recv(65536)
-        if not data:
+    """Read one HTTP/1.1 response, framed by Content-Length or chunked (the gateway sends a
+    brokered host's answer chunked: swapping values back changes its length); returns the
+    body's size."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = stream.recv(65536)
+        if not more:
             raise ConnectionError("closed before the headers")
-        head += data
-    head, _, body = head.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length"))
-    got = len(body)
-    while got < length:
-        data = stream.recv(1 << 20)
-        if not data:
-            raise ConnectionError("closed mid-body")
-        got += len(data)
-    return got
+        data += more
+    head, _, data = data.partition(b"\r\n\r\n")
+    fields = dict(line.lower().split(b": ", 1) for line in head.split(b"\r\n")[1:])
+    if b"content-length" in fields:
+        length, got = int(fields[b"content-length"]), len(data)
+        while got < length:
+            more = stream.recv(1 << 20)
+            if not more:
+                raise ConnectionError("closed mid-body")
+            got += len(more)
+        return got
+    got, buffer, at = 0, bytearray(data), 0
+    while True:  # chunked: a size line, the data and CRLF, until the chunk of size 0
+        while (end := buffer.find(b"\r\n", at)) == -1:
+            more = stream.recv(1 << 20)
+            if not more:
+                raise ConnectionError("closed mid-body")
+            buffer += more
+        size = int(buffer[at:end], 16)
+        at = end + 2
+        while len(buffer) < at + size + 2:
+            more = stream.recv(1 << 20)
+            if not more:
+                raise ConnectionError("closed mid-body")
+            buffer += more
+        if size == 0:
+            return got
+        got, at = got + size, at + size + 2
+        if at > 1 << 20:  # drop what has been read, now and then, not on every chunk
+            del buffer[:at]
+            at = 0
 
 
 def request(path: str, via: str | None, port: int, upstream_ctx: ssl.SSLContext,

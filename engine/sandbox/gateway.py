@@ -6,8 +6,15 @@ at it. Hosts outside `allow` (and outside the brokered secrets' hosts) get 403.
 HTTPS to an allowed host is tunnelled untouched. HTTPS to a brokered host is
 terminated with the per-trial CA so that placeholders can be swapped for the
 real values (headers, URL userinfo, query; never the body) before the request
-leaves. Every request is logged as an `EgressEntry`, which names secrets and
-never holds their values.
+leaves, and the real values swapped back for placeholders in what the host
+answers (an upstream that echoes the request must not hand the key to the
+agent). A placeholder is never swapped into plain HTTP. Every request is
+logged as an `EgressEntry`, which names secrets and never holds their values.
+
+An allowed name is resolved once, and the gateway connects to the address it
+checked: loopback, link-local, private and multicast addresses, and ports other
+than 80 and 443, are refused unless `[gateway] private` names the exact
+address and port (or `resolve` sends a host there).
 
 One `GatewayHost` runs one event loop on a daemon thread for every trial of an
 engine; each trial's `Gateway` is a server on that loop.
@@ -17,8 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
+import json
 import logging
 import os
+import re
 import socket
 import ssl
 import stat
@@ -27,12 +37,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import certifi
 import httpx
 from pydantic import BaseModel, Field, SecretStr
 
+from ..config import parse_endpoint
 from ..models import EgressEntry
 from .ca import CertificateAuthority
 
@@ -45,6 +56,16 @@ _START_TIMEOUT_S = 30
 _HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization",
         "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade", "expect"}
 _UPSTREAM_TIMEOUT = httpx.Timeout(connect=15, read=300, write=60, pool=60)
+_PORTS = (80, 443)
+# Content codings the swap can read through (httpx decodes them without extra packages).
+_DECODABLE = {"identity", "gzip", "deflate"}
+# A brokered answer up to this long is swapped back whole, and keeps a Content-Length.
+_WHOLE = 256 * 1024
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# NAT64's well-known prefix: a router on the way turns it into the IPv4 address it ends with.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class _NotOnTheGatewayThread(logging.Filter):
@@ -75,6 +96,48 @@ class GatewaySpec(BaseModel):
     secrets: list[BrokeredSecret] = Field(default_factory=list)
     resolve: dict[str, str] = Field(default_factory=dict)  # host -> "ip:port" to connect to
     trust: list[Path] = Field(default_factory=list)  # extra CA files for upstream TLS
+    # "ip:port" on the host or a private network that an allowed name may still reach.
+    private: list[str] = Field(default_factory=list)
+
+
+def _unwrap(address: Address) -> Address:
+    """The IPv4 address an IPv6 form stands for (`::ffff:10.0.0.1`, 6to4, NAT64), else itself."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if embedded := address.ipv4_mapped or address.sixtofour:
+            return embedded
+        if address in _NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def _kind(address: Address) -> str | None:
+    """What makes `address` the host's own or a private network's; None for a public one."""
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_unspecified:
+        return "the unspecified address"
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
+    if (address.is_private or address.is_reserved or address in _CGNAT or site_local
+            or not address.is_global):
+        return "a private address"
+    return None
+
+
+def address_refused(ip: str | Address, port: int, private: set[tuple[Address, int]]) -> str | None:
+    """Why the gateway will not connect to ip:port, in one sentence; None when it may."""
+    address = _unwrap(ipaddress.ip_address(ip))
+    if (address, port) in private:
+        return None
+    endpoint = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+    if kind := _kind(address):
+        return f"{address} is {kind}; add \"{endpoint}\" to [gateway] private to allow it"
+    if port not in _PORTS:
+        return f"port {port} is not 80 or 443; add \"{endpoint}\" to [gateway] private to allow it"
+    return None
 
 
 def host_matches(host: str, patterns: list[str]) -> bool:
@@ -88,6 +151,14 @@ def host_matches(host: str, patterns: list[str]) -> bool:
 
 class _BadRequest(Exception):
     pass
+
+
+class _Refused(Exception):
+    """The request is not let through; the message is the one-line reason."""
+
+
+class _Unreachable(Exception):
+    """The upstream cannot be reached; the message says why."""
 
 
 @dataclass
@@ -112,9 +183,17 @@ class _Request:
 
 @dataclass
 class _Swap:
-    """Placeholder -> value for the secrets brokered to one host; remembers which were used."""
+    """Placeholder -> value for the secrets brokered to one host; remembers which were used,
+    and the Basic credentials it rewrote, so that an echo of them can be rewritten back."""
     pairs: list[tuple[str, str, str]]  # name, placeholder, value
     used: set[str] = field(default_factory=set)
+    credentials: list[tuple[str, str]] = field(default_factory=list)  # (sent, the agent's)
+
+    def basic(self, userinfo: str) -> str:
+        """Basic credentials for `user:placeholder`, with the value swapped in."""
+        sent = base64.b64encode(self(userinfo).encode()).decode()
+        self.credentials.append((sent, base64.b64encode(userinfo.encode()).decode()))
+        return sent
 
     def __call__(self, text: str, encode: bool = False) -> str:
         for name, placeholder, value in self.pairs:
@@ -131,10 +210,87 @@ class _Swap:
                 decoded = base64.b64decode(credentials.strip(), validate=True).decode()
             except ValueError:
                 return self(value)
-            swapped = self(decoded)
-            if swapped != decoded:
-                return f"{scheme} {base64.b64encode(swapped.encode()).decode()}"
+            if self(decoded) != decoded:
+                return f"{scheme} {self.basic(decoded)}"
         return self(value)
+
+
+def _forms(value: str) -> list[str]:
+    """The shapes a value takes in what an upstream may echo: as it is, JSON-escaped
+    (with and without `\\/`), and URL-encoded as quote() and quote_plus() write it."""
+    escaped = json.dumps(value)[1:-1]
+    return [value, escaped, escaped.replace("/", "\\/"),
+            json.dumps(value, ensure_ascii=False)[1:-1],
+            quote(value, safe=""), quote(value), quote_plus(value)]
+
+
+def _echo_forms(secrets: list[BrokeredSecret]) -> dict[bytes, bytes]:
+    """Each form of each real value -> the same form of its placeholder."""
+    fakes: dict[bytes, bytes] = {}
+    for secret in secrets:
+        if value := secret.value.get_secret_value():
+            for real, fake in zip(_forms(value), _forms(secret.placeholder)):
+                fakes.setdefault(real.encode(), fake.encode())
+    return fakes
+
+
+class _Unswap:
+    """Real value -> placeholder in a response streamed in chunks. A value cut across two
+    chunks is caught: the end of a chunk that could begin a value is held back until the
+    next chunk completes it or rules it out.
+
+    Base64 is matched only as the exact Basic credentials the gateway wrote for this
+    request (given back as the agent's own): a general base64 search, at three alignments
+    in two alphabets, would cost more than the rest of the search together."""
+
+    def __init__(self, fakes: dict[bytes, bytes], credentials: list[tuple[str, str]]):
+        self._fakes = {**fakes, **{sent.encode(): agents.encode() for sent, agents in credentials}}
+        self._fakes.pop(b"", None)
+        # Longest first: where two forms start at one place, the longer one is the match.
+        longest = sorted(self._fakes, key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(real) for real in longest))
+        self._tail = b""
+
+    def _found(self, data: bytes) -> bool:
+        return any(real in data for real in self._fakes)  # the usual case, and a fast one
+
+    def __call__(self, data: bytes) -> bytes:
+        """`data` whole, every value swapped back."""
+        if not self._found(data):
+            return data
+        return self._pattern.sub(lambda match: self._fakes[match.group()], data)
+
+    def feed(self, data: bytes) -> bytes:
+        """The next chunk, swapped back, less an end held for the next one."""
+        data = self._tail + data
+        cut = len(data) - max((_begins(data, real) for real in self._fakes), default=0)
+        out, done = [], 0
+        if self._found(data):
+            for match in self._pattern.finditer(data):
+                if match.end() > cut:  # it reaches what is held back: decided with the rest
+                    cut = min(cut, match.start())
+                    break
+                out += [data[done:match.start()], self._fakes[match.group()]]
+                done = match.end()
+        out.append(data[done:cut])
+        self._tail = data[cut:]
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        """What is held back once the response has ended: no value's start can complete now,
+        but a whole value may still be in it (it was held because a longer one might be)."""
+        tail, self._tail = self._tail, b""
+        return self(tail)
+
+
+def _begins(data: bytes, needle: bytes) -> int:
+    """The length of the longest end of `data` that is the start of `needle` (never all of it)."""
+    at = data.find(needle[:1], max(0, len(data) - len(needle) + 1))
+    while at != -1:
+        if needle.startswith(data[at:]):
+            return len(data) - at
+        at = data.find(needle[:1], at + 1)
+    return 0
 
 
 async def _read_head(reader: asyncio.StreamReader) -> _Request | None:
@@ -251,12 +407,22 @@ class Gateway:
                 self._upstream_tls.load_verify_locations(cafile=str(path))
             except (OSError, ssl.SSLError) as e:
                 raise GatewayError(f"cannot load the trusted CA file {path}: {e}") from None
+        try:
+            self._private = {(_unwrap(address), port)
+                             for address, port in map(parse_endpoint, spec.private)}
+        except ValueError as e:
+            raise GatewayError(f"[gateway] private: {e}") from None
         for host, target in spec.resolve.items():
             try:
-                _split_hostport(target, 0)
+                name, port = _split_hostport(target, 0)
             except _BadRequest:
                 raise GatewayError(f"resolve for {host} must be ip:port, not {target!r}") from None
+            try:  # a resolve target is an explicit address: any name allowed may reach it
+                self._private.add((_unwrap(ipaddress.ip_address(name)), port))
+            except ValueError:
+                pass
         self._resolve = {host.lower().rstrip("."): target for host, target in spec.resolve.items()}
+        self._echoes = _echo_forms(spec.secrets)
         self._entries: list[EgressEntry] = []
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -341,9 +507,28 @@ class Gateway:
     def _allowed(self, host: str) -> bool:
         return host_matches(host, self.spec.allow) or bool(self._brokered(host))
 
-    def _address(self, host: str, port: int) -> tuple[str, int]:
-        target = self._resolve.get(host)
-        return _split_hostport(target, port) if target else (host, port)
+    async def _address(self, host: str, port: int) -> tuple[str, int]:
+        """The address to connect to for host:port: the `resolve` target, or the first
+        address the name resolves to that may be reached. Resolved once: the connection
+        goes to the address checked, so a name cannot answer one address to the check and
+        another to the connection. Raises _Refused or _Unreachable."""
+        if target := self._resolve.get(host.rstrip(".")):
+            return _split_hostport(target, port)
+        try:
+            addresses = [str(ipaddress.ip_address(host))]
+        except ValueError:
+            try:
+                found = await asyncio.wait_for(
+                    self._loop.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                    _UPSTREAM_TIMEOUT.connect)
+            except (OSError, TimeoutError):
+                raise _Unreachable("the name does not resolve") from None
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+        reasons = [address_refused(address, port, self._private) for address in addresses]
+        for address, reason in zip(addresses, reasons):
+            if reason is None:
+                return address, port
+        raise _Refused(reasons[0] if reasons else f"{host} has no address")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -367,9 +552,11 @@ class Gateway:
             self._tasks.discard(task)
             writer.close()
 
-    def _forbid(self, writer: asyncio.StreamWriter, method: str, host: str, path: str) -> None:
-        self._log(method=method, host=host, path=path, allowed=False, status=403)
-        writer.write(_status(403, "Forbidden", f"{host} is not in the allow-list of this trial"))
+    def _forbid(self, writer: asyncio.StreamWriter, method: str, host: str, path: str,
+                reason: str | None = None) -> None:
+        reason = reason or f"{host} is not in the allow-list of this trial"
+        self._log(method=method, host=host, path=path, allowed=False, status=403, reason=reason)
+        writer.write(_status(403, "Forbidden", reason))
 
     async def _connect(self, request: _Request, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> None:
@@ -384,10 +571,13 @@ class Gateway:
             return
         started, entry = time.monotonic(), dict(method="CONNECT", host=host, path="", allowed=True)
         try:
+            address = await self._address(host, port)
             up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(*self._address(host, port)), _UPSTREAM_TIMEOUT.connect)
-        except (OSError, asyncio.TimeoutError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else "timed out"
+                asyncio.open_connection(*address), _UPSTREAM_TIMEOUT.connect)
+        except _Refused as e:
+            return self._forbid(writer, "CONNECT", host, "", str(e))
+        except (OSError, TimeoutError, _Unreachable) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or "timed out"
             self._log(**entry, status=502, ms=_ms(started))
             writer.write(_status(502, "Bad Gateway", f"cannot reach {host}:{port}: {why}"))
             return
@@ -443,19 +633,35 @@ class Gateway:
         if not self._allowed(host):
             self._forbid(writer, request.method, host, path)
             return False
-        swap = _Swap([(s.name, s.placeholder, s.value.get_secret_value())
-                      for s in self._brokered(host)])
+        brokered = self._brokered(host)
+        swap = _Swap([(s.name, s.placeholder, s.value.get_secret_value()) for s in brokered])
         query = swap(query, encode=True)
-        hop = _HOP | request.connection  # and the headers `Connection` names
+        # Accept-Encoding: a compressed answer would hide an echoed value from the unswap.
+        hop = _HOP | request.connection | ({"accept-encoding"} if brokered else set())
         headers = [(k, swap.header(k, v)) for k, v in request.headers if k.lower() not in hop]
         if userinfo and request.header("authorization") is None:
-            credentials = base64.b64encode(swap(unquote(userinfo)).encode()).decode()
-            headers.append(("Authorization", f"Basic {credentials}"))
+            headers.append(("Authorization", f"Basic {swap.basic(unquote(userinfo))}"))
         if request.header("host") is None:
-            headers.append(("Host", host if port in (80, 443) else f"{host}:{port}"))
+            headers.append(("Host", host if port in _PORTS else f"{host}:{port}"))
+        if brokered:
+            headers.append(("Accept-Encoding", "identity"))
+        if scheme == "http" and swap.used:
+            names = ", ".join(sorted(swap.used))
+            self._forbid(writer, request.method, host, path,
+                         f"{names} is not sent in cleartext: use https://{host}")
+            return False
+        try:
+            address, address_port = await self._address(host, port)
+        except _Refused as e:
+            self._forbid(writer, request.method, host, path, str(e))
+            return False
+        except _Unreachable as e:
+            writer.write(_status(502, "Bad Gateway", f"cannot reach {host}:{port}: {e}"))
+            self._log(method=request.method, host=host, path=path, allowed=True, status=502,
+                      ms=_ms(started))
+            return False
         if body.present and (request.header("expect") or "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the gateway takes the body itself
-        address, address_port = self._address(host, port)
         try:
             upstream = httpx.Request(
                 request.method,
@@ -463,13 +669,13 @@ class Gateway:
                           raw_path=(path + ("?" + query if query else "")).encode()),
                 headers=[(k.encode("latin-1"), _encode(v)) for k, v in headers],
                 content=body.stream() if body.present else None,
-                # Connect to the resolved address, but SNI and verification are the real name's.
+                # Connect to the checked address, but SNI and verification are the real name's.
                 extensions={"sni_hostname": host} if scheme == "https" else {})
         except httpx.InvalidURL:
             raise _BadRequest("the request's URL is not valid") from None
         entry = dict(method=request.method, host=host, path=path, allowed=True,
                      brokered=sorted(swap.used))
-        status, sent, keep = 502, 0, request.keep_alive
+        status, sent, keep = 502, [0], request.keep_alive
         try:
             response = await self._client_for(host).send(upstream, stream=True)
         except (httpx.HTTPError, OSError) as e:
@@ -480,29 +686,67 @@ class Gateway:
         try:
             status = response.status_code
             no_body = request.method == "HEAD" or status in (204, 304) or status < 200
-            framed = no_body or "content-length" in response.headers
+            # A brokered host's answer goes through the unswap, which changes its length
+            # (placeholder and value differ). Not padded to the value's length: the agent must
+            # read its own placeholder back, which the gateway swaps again if it is sent on.
+            unswap = _Unswap(self._echoes, swap.credentials) if brokered and self._echoes else None
+            coding = response.headers.get("content-encoding", "").strip().lower() or "identity"
+            decode = unswap is not None and not no_body and coding != "identity"
+            if decode and not {c.strip() for c in coding.split(",")} <= _DECODABLE:
+                status = 502
+                why = f"{host} answered in {coding} encoding, which the gateway cannot check"
+                writer.write(_status(502, "Bad Gateway", why))
+                return False
+            # A small answer of known length (an API's JSON) is read whole and keeps a
+            # Content-Length, its new one; any other is streamed and sent chunked.
+            length, whole = response.headers.get("content-length", ""), None
+            if unswap and not no_body and not decode and length.isdigit() and int(length) <= _WHOLE:
+                whole = unswap(b"".join([data async for data in response.aiter_raw()]))
+            drop = _HOP | ({"content-length"} if unswap and not no_body else set()) | (
+                {"content-encoding"} if decode else set())
+            framed = no_body or whole is not None or ("content-length" in response.headers
+                                                      and "content-length" not in drop)
             # An HTTP/1.0 client cannot read chunks: it reads to the close instead.
             chunked = not framed and request.version == "HTTP/1.1"
             keep = keep and body.done and (framed or chunked)
             lines = [f"HTTP/1.1 {status} {response.reason_phrase}"]
             lines += [f"{k.decode('latin-1')}: {v.decode('latin-1')}"
-                      for k, v in response.headers.raw if k.decode("latin-1").lower() not in _HOP]
+                      for k, v in response.headers.raw if k.decode("latin-1").lower() not in drop]
+            if whole is not None:
+                lines.append(f"Content-Length: {len(whole)}")
             lines += ["Transfer-Encoding: chunked"] * chunked + ["Connection: close"] * (not keep)
-            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            # As upstream sends them: server-sent events must not wait for the end.
-            async for data in response.aiter_raw():
-                sent += len(data)
-                writer.write(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
-                await writer.drain()
-            if chunked:
-                writer.write(b"0\r\n\r\n")
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            head = unswap(head) if unswap else head
+            if whole is not None:
+                writer.write(head + whole)
+                sent[0] = len(whole)
+            else:
+                writer.write(head)
+                await self._stream(response, writer, unswap, decode, chunked, sent)
             await writer.drain()
         except httpx.HTTPError:
             keep = False  # upstream broke mid-response: the client sees the connection close
         finally:
             await response.aclose()
-            self._log(**entry, status=status, bytes=sent, ms=_ms(started))
+            self._log(**entry, status=status, bytes=sent[0], ms=_ms(started))
         return keep
+
+    @staticmethod
+    async def _stream(response: httpx.Response, writer: asyncio.StreamWriter,
+                      unswap: _Unswap | None, decode: bool, chunked: bool, sent: list[int]) -> None:
+        """The body as upstream sends it (server-sent events must not wait for the end)."""
+        def framed(data: bytes) -> bytes:
+            return b"%x\r\n%b\r\n" % (len(data), data) if chunked and data else data
+
+        async for data in (response.aiter_bytes() if decode else response.aiter_raw()):
+            data = unswap.feed(data) if unswap else data
+            if data:  # an empty chunk would end a chunked body
+                sent[0] += len(data)
+                writer.write(framed(data))
+                await writer.drain()
+        rest = unswap.flush() if unswap else b""
+        sent[0] += len(rest)
+        writer.write(framed(rest) + b"0\r\n\r\n" * chunked)
 
 
 class GatewayHost:

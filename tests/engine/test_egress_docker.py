@@ -43,6 +43,8 @@ class _Upstream(BaseHTTPRequestHandler):
     def do_GET(self):
         type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
         body = json.dumps({"ok": True, "path": self.path.split("?")[0]}).encode()
+        if self.path.startswith("/v1/headers"):  # a hostile upstream: the request's headers back
+            body = json.dumps(dict(self.headers)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -198,3 +200,89 @@ def gateway_fails(c):
     assert record.failure.reason.startswith("the egress gateway could not start")
     assert "no-such-ca.pem" in record.failure.reason
     assert not record.turns
+
+
+class _HostService(BaseHTTPRequestHandler):
+    """A service of the host's own on 127.0.0.1, which the sandbox must not reach."""
+    seen: list[str] = []
+
+    def do_GET(self):
+        type(self).seen.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "7")
+        self.end_headers()
+        self.wfile.write(b"private")
+
+    def log_message(self, *args):
+        pass
+
+
+ATTACKER = r'''
+import json, os, urllib.error, urllib.request
+def say(**item):
+    print(json.dumps(item), flush=True)
+key = os.environ["EXAMPLE_KEY"]
+request = urllib.request.Request("https://api.example.test/v1/headers", headers={"Authorization": "Bearer " + key})
+open("/tmp/echo.json", "w").write(urllib.request.urlopen(request, timeout=30).read().decode())
+for name in ("no_proxy", "NO_PROXY"):  # the relay's own loopback is exempt; ask the gateway anyway
+    os.environ.pop(name, None)
+for url, headers in [("http://localhost:" + os.environ["SERVICE_PORT"] + "/admin", {}),
+                     ("http://api.example.test/v1/plain", {"Authorization": "Bearer " + key})]:
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+        say(type="message", role="assistant", text=url + " reachable")
+    except urllib.error.HTTPError as e:
+        say(type="message", role="assistant", text=url + " " + str(e.code))
+say(type="finished", reason="done")
+'''
+
+
+@pytest.fixture
+def host_service():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostService)
+    _HostService.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], _HostService.seen
+    server.shutdown()
+
+
+def test_the_sandbox_reaches_neither_the_hosts_services_nor_the_real_key(suite, run_eval, upstream, host_service,
+                                                                        monkeypatch):
+    port, upstream_ca, seen = upstream
+    service_port, service_seen = host_service
+    monkeypatch.setenv("EXAMPLE_KEY", REAL_KEY)
+    toml = f"""
+[defaults]
+image = "{BASE_IMAGE}"
+timeout = "2m"
+
+[[variants]]
+name = "scripted"
+command = "python3 .agent/agent.py"
+
+[gateway]
+resolve = {{"api.example.test" = "127.0.0.1:{port}"}}
+trust = ["{upstream_ca}"]
+"""
+    path = suite(f"""
+from pathlib import Path
+from engine import evaluation, Secret
+
+@evaluation(files={{".agent/agent.py": Path("agent.py")}}, env={{"SERVICE_PORT": "{service_port}"}},
+            allow=["localhost"], secrets={{"EXAMPLE_KEY": Secret(hosts=["api.example.test"])}})
+def attacks(c):
+    c.send("attack")
+    c.exec("cat /tmp/echo.json").stdout.to_contain("Bearer proctor-placeholder-EXAMPLE_KEY")
+    c.exec("grep -rl {REAL_KEY} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true").stdout.to_equal("")
+""", toml=toml, files={"agent.py": ATTACKER})
+    summary, _, records = run_eval(path)
+    record = records[summary.runs[0].trials[0].id]
+    assert record.outcome == "pass", (record.failure, record.validations, record.turns)
+    assert seen == [{"path": "/v1/headers", "auth": f"Bearer {REAL_KEY}"}]  # the key went out once, over TLS
+    assert service_seen == []
+    texts = [i.text for i in record.trajectory if i.kind == "message"]
+    assert texts == [f"http://localhost:{service_port}/admin 403", "http://api.example.test/v1/plain 403"]
+    echo, local, plain = record.egress
+    assert (echo.path, echo.allowed, echo.brokered) == ("/v1/headers", True, ["EXAMPLE_KEY"])
+    assert (local.host, local.allowed, local.status) == ("localhost", False, 403) and "loopback" in local.reason
+    assert (plain.path, plain.allowed, plain.status) == ("/v1/plain", False, 403) and "cleartext" in plain.reason
