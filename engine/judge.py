@@ -18,6 +18,7 @@ import httpx
 
 from .config import JudgeConfig
 from .models import Validation
+from .redact import Redactor
 
 SYSTEM = (
     "You are a strict reviewer grading the work of an AI coding agent. "
@@ -58,8 +59,12 @@ def parse_judgment(content: str) -> dict[str, Any] | None:
 
 
 def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
-              state: dict[str, Any], budget_s: float | None = None) -> Validation:
-    """`budget_s`: what is left of the trial's timeout; retries never run past it."""
+              state: dict[str, Any], budget_s: float | None = None,
+              redactor: Redactor | None = None) -> Validation:
+    """`budget_s`: what is left of the trial's timeout; retries never run past it.
+
+    The judge reads the redacted conversation: the prompt passes `redactor` (the trial's; the
+    static patterns alone without one) before it is sent."""
     validation = Validation(kind="judge", name=criterion, status="error",
                             evidence={"criterion": criterion, "threshold": threshold})
     evidence = validation.evidence
@@ -70,7 +75,7 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
     if config.api_key_env and not key:
         evidence["error"] = f"the judge's key variable {config.api_key_env} is not set"
         return validation
-    prompt = build_prompt(criterion, state)
+    prompt = (redactor or Redactor()).text(build_prompt(criterion, state))
     request = {"model": config.model, "temperature": 0,
                "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]}
     evidence.update(prompt=prompt, model=config.model, responses=[])
