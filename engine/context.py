@@ -6,8 +6,6 @@ interrupt) raise `TrialAborted`, which ends the body quietly.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,7 @@ from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
 from .phases.diff import tree_diff
 from .recorder import plural
+from .redact import holds_password_assignment
 from .sandbox.container import SandboxGone
 from .spec import parse_duration
 
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
     from .trial import Trial
 
 CAPTURE_MAX = 256_000
-_PASSWORD_ASSIGNMENT = re.compile(r"(?i)\b\w*(password|passwd|pwd)\w*\s*[:=]\s*['\"]?(?!\[redacted\])\S{4,}")
 
 
 class TrialAborted(Exception):
@@ -86,22 +84,25 @@ class Context:
         items: list[TrajectoryItem] = []
 
         def on_item(item: TrajectoryItem) -> None:
-            items.append(item)
-            with rec.lock:
-                if not rec.closed:
-                    rec.record.trajectory.append(item)
-            rec.progress("turn", _item_line(item), index=n, item=item.to_json())
+            stored = rec.add_item(item)  # redacted, then capped; None past the item caps
+            if stored is not None:
+                items.append(item)
+                rec.progress("turn", _item_line(stored), index=n, item=stored.to_json())
 
         started = time.monotonic()
         with rec.phase("turn", index=n) as phase:
             try:
-                out = self._sandbox_call(trial.harness.run_turn, trial.sandbox, prompt, n,
-                                         self._remaining(), on_item)
+                out = self._sandbox_call(trial.run_turn, prompt, n, self._remaining(), on_item)
             except TrialAborted:
                 phase.status, phase.text = "aborted", f"{n} aborted"
                 trial.add_turn(TurnRecord(index=n, prompt=prompt, status="aborted",
                                           ms=int((time.monotonic() - started) * 1000)))
                 raise
+            finally:
+                dropped = rec.end_items(n)  # one marked item counts what the caps dropped
+                if dropped is not None:
+                    items.append(dropped)
+                    rec.progress("turn", _item_line(dropped), index=n, item=dropped.to_json())
             aborted = trial.aborted.is_set()
             failed = bool(out.finished_reason and out.finished_reason.startswith("failed:"))
             status = "aborted" if aborted else "failed" if failed else "completed"
@@ -167,7 +168,7 @@ class Context:
                       "files_changed": self._files_changed, "diff": self._cumulative, **(state or {})}
         with rec.phase("judge", index=self._judges, detail=criterion) as phase:
             validation = ask_judge(trial.config.judge, criterion, threshold, full_state,
-                                   budget_s=self._remaining())
+                                   budget_s=self._remaining(), redactor=rec.redactor)
             score = validation.evidence.get("judgment", {}).get("score")
             phase.text = f"{self._judges} {validation.status}" + (
                 f" · score {score:.2f} vs {threshold:.2f}" if score is not None else "")
@@ -187,15 +188,17 @@ class Context:
 
     def capture(self, path: str) -> Artifact:
         """Save a workspace file into the record: small text only, never a binary
-        or a file whose redacted text still holds a password assignment."""
+        or a file that holds a password assignment (`engine.redact`)."""
         self._live()
-        data = self._sandbox_call(self._trial.sandbox.read_file, path)
-        artifact = Artifact(path=path, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-        if len(data) <= CAPTURE_MAX and b"\0" not in data:
+        # Streamed: a huge file is hashed, never held.
+        data, size, digest = self._sandbox_call(self._trial.sandbox.read_file_digest, path, CAPTURE_MAX + 1)
+        artifact = Artifact(path=path, bytes=size, sha256=digest)
+        if size <= CAPTURE_MAX and b"\0" not in data:
             try:
-                text = self._trial.recorder.redactor.text(data.decode("utf-8"))
-                if not _PASSWORD_ASSIGNMENT.search(text):
-                    artifact.text = text
+                text = data.decode("utf-8")
+                # Redaction would mask the value; a file that assigns a password stays out whole.
+                if not holds_password_assignment(text):
+                    artifact.text = self._trial.recorder.redactor.text(text)
             except UnicodeDecodeError:
                 pass
         self._trial.add_artifact(artifact)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .limits import USAGE_MAX
 
 SCHEMA_VERSION = 1
 
@@ -52,6 +54,13 @@ class Usage(_Model):
     cache_read: int = 0
     cache_write: int = 0
     reasoning: int | None = None
+
+    @field_validator("input", "output", "cache_read", "cache_write", "reasoning")
+    @classmethod
+    def _in_range(cls, value: int | None) -> int | None:
+        # Whatever a harness or a provider reports, and any sum: the store keeps counts in
+        # 64-bit columns, and a number past them would lose the whole record.
+        return None if value is None else min(max(value, 0), USAGE_MAX)
 
     def add(self, other: "Usage") -> "Usage":
         reasoning = None
@@ -108,10 +117,14 @@ class TrajectoryItem(_Model):
     # fileChange
     path: str | None = None
     change: str | None = None
+    # What the engine changed in what the agent printed ("exitCode: NaN dropped"); addition.
+    warnings: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Only the fields this kind has, as SPEC.md lists them."""
+        """Only the fields this kind has, as SPEC.md lists them (and warnings, when any)."""
         keep = {"kind", "turn", "at", "truncated"} | _KIND_FIELDS[self.kind]
+        if self.warnings:
+            keep.add("warnings")
         return {k: v for k, v in self.model_dump().items() if k in keep}
 
 
@@ -141,6 +154,8 @@ class EgressEntry(_Model):
     status: int | None = None
     bytes: int = 0
     ms: int = 0
+    # Why the gateway refused the request, in one sentence; None when it let it through.
+    reason: str | None = None
 
 
 class Artifact(_Model):

@@ -1,5 +1,9 @@
 """Phase bookkeeping for one trial: start/end events through the sink, and the
 record's phase spans. Every event passes the trial's redactor before it leaves.
+
+Trajectory items join the record here too, redacted and then cut to the caps as
+they arrive, at most ITEMS_PER_TURN a turn and ITEMS_PER_TRIAL a trial; the
+rest are counted in one marked item at the turn's end.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from . import limits
 from .events import EventSink, PhaseEnded, PhaseProgress, PhaseStarted, now_ms
-from .models import PhaseName, PhaseSpan, PhaseStatus, TrialRecord
+from .models import PhaseName, PhaseSpan, PhaseStatus, TrajectoryItem, TrialRecord
 from .redact import Redactor
 
 
@@ -63,6 +68,10 @@ class Recorder:
         self.lock = threading.Lock()
         # Threads whose late writes are dropped: an eval body abandoned after the timeout.
         self.muted: set[int] = set()
+        self._items_in_turn: dict[int, int] = {}
+        self._dropped_in_turn: dict[int, int] = {}
+        self._items = 0
+        self._item_chars = 0
 
     @property
     def closed(self) -> bool:
@@ -78,7 +87,45 @@ class Recorder:
 
     def emit(self, event) -> None:
         if not self.closed:
-            self.sink(self.redactor.value(event))
+            # clean: a lone surrogate in any text (an exception's message) would fail the write.
+            self.sink(limits.clean(self.redactor.value(event)))
+
+    def add_item(self, item: TrajectoryItem) -> TrajectoryItem | None:
+        """Keep a trajectory item in the record: redacted, then cut to the caps (so no half
+        of a key survives a cut), and returned as stored. None, and counted, when its turn
+        or the trial already holds as many items as it may."""
+        with self.lock:
+            if self.closed:
+                return None
+            if (self._items_in_turn.get(item.turn, 0) >= limits.ITEMS_PER_TURN
+                    or self._items >= limits.ITEMS_PER_TRIAL
+                    or self._item_chars >= limits.TRAJECTORY_CHARS):
+                self._dropped_in_turn[item.turn] = self._dropped_in_turn.get(item.turn, 0) + 1
+                return None
+        stored = limits.cap_item(self.redactor.value(item))
+        size = len(stored.model_dump_json())
+        with self.lock:
+            if self.closed:
+                return None
+            self._items_in_turn[item.turn] = self._items_in_turn.get(item.turn, 0) + 1
+            self._items += 1
+            self._item_chars += size
+            self.record.trajectory.append(stored)
+        return stored
+
+    def end_items(self, turn: int) -> TrajectoryItem | None:
+        """At a turn's end: the marked item that counts the items it dropped, if any."""
+        with self.lock:
+            dropped = self._dropped_in_turn.pop(turn, 0)
+            if not dropped or self.closed:
+                return None
+            why = (f"a turn keeps {limits.ITEMS_PER_TURN:,} items, a trial "
+                   f"{limits.ITEMS_PER_TRIAL:,} or {limits.TRAJECTORY_CHARS:,} characters of them")
+            marker = TrajectoryItem(kind="message", turn=turn, role="proctor", truncated=True,
+                                    text=f"{dropped:,} items dropped: {why}",
+                                    warnings=[f"{dropped:,} items dropped"])
+            self.record.trajectory.append(marker)
+            return marker
 
     def progress(self, phase: PhaseName, message: str, index: int | None = None,
                  item: dict | None = None) -> None:

@@ -27,12 +27,14 @@ from .events import EventSink, TrialFinished, TrialStarted, iso_ms, utc_now
 from .harness import HarnessFailed, make_harness
 from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
 from .phases import workspace as workspace_phase
+from .phases.git_source import GitSources
 from .phases.egress import Egress
 from .recorder import Recorder, fmt_ms, plural
 from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
+from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
 from .spec import Case
 from .usage import usage_warnings
@@ -58,9 +60,11 @@ class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
                  sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
                  host_env: dict[str, str] | None = None, queued_at: float | None = None,
-                 host_name: str | None = None):
-        """`queued_at` (time.monotonic()): when the trial began waiting for a concurrency slot."""
+                 host_name: str | None = None, sources: GitSources | None = None):
+        """`queued_at` (time.monotonic()): when the trial began waiting for a concurrency slot.
+        `sources`: the batch's git sources, fetched once for all its trials."""
         self.plan = plan
+        self.sources = sources
         self.case, self.config = plan.case, plan.config
         self.client, self.images, self.save = client, images, save
         self.host_env = dict(os.environ if host_env is None else host_env)
@@ -81,6 +85,10 @@ class Trial:
         self.snapshot: dict[str, bytes] = {}
         self.aborted = threading.Event()
         self.abort_reason: str | None = None  # None: the timeout
+        self.resources = self.config.defaults.resources(self.case)
+        self.watchdog: Watchdog | None = None
+        self.limit_reason: str | None = None  # a sandbox limit ended the trial
+        self.body_started = False
         self.deadline = float("inf")
         self.timeout_s = self.case.timeout or self.config.defaults.timeout
 
@@ -112,6 +120,23 @@ class Trial:
         """Stop from outside (an interrupted batch): the trial becomes infra_error."""
         self.abort_reason = reason
         self._abort()
+
+    def limit_reached(self, reason: str) -> None:
+        """The sandbox reached a limit (the watchdog saw it): the trial ends, naming it.
+        During the body it is the agent's: fail/limit; before, the sandbox's: infra_error."""
+        if self.aborted.is_set():
+            return
+        self.limit_reason = reason
+        self._abort()
+
+    def run_turn(self, prompt: str, turn: int, timeout: float, on_item):
+        """One turn of the harness, as the agent's user; a limit it reached ends the trial."""
+        assert self.sandbox is not None
+        self.sandbox.give_back_workspace()
+        out = self.harness.run_turn(self.sandbox, prompt, turn, timeout, on_item)
+        if self.watchdog is not None:
+            self.watchdog.check()
+        return out
 
     def _abort(self) -> None:
         self.aborted.set()
@@ -146,6 +171,11 @@ class Trial:
             void = Void(f"engine error: {type(e).__name__}: {e}")
         if self.aborted.is_set() and self.abort_reason and void is None:
             void = Void(self.abort_reason)
+        if self.limit_reason is not None:  # the limit explains what failed after it
+            spans = [s.phase for s in self.record.phases if s.status != "ok"]
+            where = void.where if void is not None and void.where else spans[-1] if spans else None
+            void = None if self.body_started else Void(
+                self.limit_reason + (f" during {where}" if where else ""), where)
         self.record.outcome, self.record.failure = self._outcome(void)
         self._teardown()
         return self._finish()
@@ -172,10 +202,13 @@ class Trial:
                 # The gateway's socket is bind-mounted: the daemon must share this machine's files.
                 raise Void(f"this case needs the egress gateway, which runs only on a local Docker host "
                            f"(unix://), not on {self.record.host}", "container")
-            binds = self.egress.start() if self.egress.needed else None
-            self.sandbox = Sandbox.create(self.client, tag, owner, binds=binds)
+            mounts = self.egress.start(self.client, owner) if self.egress.needed else None
+            self.sandbox = Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
             if self.aborted.is_set():  # cancelled while the container was being made
                 self.sandbox.destroy()
+            self.watchdog = Watchdog(self.sandbox, self.resources, self.limit_reached)
+            self.watchdog.start()
+            rec.progress("container", self.sandbox.limits_text(self.resources))
             phase.detail = self.sandbox.short_id
             phase.text, phase.extras = f"created {self.sandbox.short_id}", ["no network"]
             if self.egress.needed:
@@ -188,7 +221,7 @@ class Trial:
             if case.secrets:
                 phase.extras = [f"{len(case.secrets)} secrets as placeholders"]
         with rec.phase("workspace") as phase:
-            phase.text = workspace_phase.place(self.sandbox, case.workspace)
+            phase.text = workspace_phase.place(self.sandbox, case.workspace, self.sources)
         with rec.phase("files") as phase:
             files = dict(case.files)
             if case.rules:
@@ -202,7 +235,9 @@ class Trial:
             self.snapshot = self.sandbox.read_tree()
             phase.text = plural(len(self.snapshot), "file")
         with rec.phase("harness") as phase:
+            runs_as = self.sandbox.hand_over() if self.resources.user == "agent" else "agent runs as root"
             phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
+            phase.extras = [runs_as]
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,
@@ -227,6 +262,8 @@ class Trial:
                 if out.timed_out:
                     raise Void(f"setup step {i} `{step.command}` timed out after {fmt_ms(int(step.timeout * 1000))}",
                                f"setup step {i}")
+                if out.exit_code != 0 and self.watchdog is not None:
+                    self.watchdog.check()  # killed by a limit? then the limit is the reason
                 if out.exit_code != 0:
                     last = out.output.strip().splitlines()[-1:]
                     why = f": {last[0][:160]}" if last else ""
@@ -249,6 +286,7 @@ class Trial:
                 errors.append(e)
 
         self.deadline = time.monotonic() + self.timeout_s
+        self.body_started = True
         thread = threading.Thread(target=body, name=f"body-{self.plan.trial_id}", daemon=True)
         thread.start()
         thread.join(self.timeout_s)
@@ -259,6 +297,8 @@ class Trial:
                 with self.recorder.lock:
                     self.recorder.muted.add(thread.ident or 0)
                 self._mark_running_turn_aborted()
+        if not self.aborted.is_set() and self.watchdog is not None:
+            self.watchdog.check()  # a limit the last check reached
         if self.aborted.is_set():
             return
         for error in errors:
@@ -278,6 +318,8 @@ class Trial:
             self.add_turn(Turn(index=running, prompt="", status="aborted", ms=0))
 
     def _teardown(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
         with self.recorder.phase("teardown") as phase:
             failure = self.record.failure
             phase.timed, phase.detail = False, f"outcome {self.record.outcome}"
@@ -306,15 +348,37 @@ class Trial:
         record.finished_at = utc_now()
         with rec.phase("record") as phase:
             start = rec.elapsed_ms()
-            final = _capped(rec.redactor.value(record))
-            # The stored record holds its own record span, closed just before the write.
-            final.phases.append(PhaseSpan(phase="record", status="ok", start_ms=start,
-                                          end_ms=rec.elapsed_ms(), detail="saved"))
-            self.save(final)
+            try:
+                # clean first (nesting cut, so redaction cannot recurse too deep), redact, then cap.
+                final = _capped(rec.redactor.value(limits.clean(record)))
+                # The stored record holds its own record span, closed just before the write.
+                final.phases.append(PhaseSpan(phase="record", status="ok", start_ms=start,
+                                              end_ms=rec.elapsed_ms(), detail="saved"))
+                phase.text = f"not saved {final.id}"  # until save() returns: it waits for the commit
+                self.save(final)
+            except (ValueError, TypeError, OverflowError, RecursionError) as e:
+                # The record cannot be serialized: never lose the trial, keep who, when and why.
+                final = self._minimal(e)
+                phase.text = f"not saved {final.id}"
+                self.save(final)
+                phase.status = "error"
+                phase.extras = ["saved minimal: the full record could not be written"]
             phase.text = f"saved {final.id}"
         rec.emit(TrialFinished(**rec._ids(), outcome=final.outcome, failure=final.failure,  # type: ignore[arg-type]
                                command_count=final.command_count, duration_ms=rec.elapsed_ms()))
         return final
+
+    def _minimal(self, error: BaseException) -> TrialRecord:
+        """The last resort: a record with only who, when and why, as infra_error."""
+        r = self.record
+        why = f"the record could not be saved: {type(error).__name__}: {str(error)[:300]}"
+        why = limits.clean_text(self.recorder.redactor.text(why))[: limits.FAILURE_REASON]
+        return TrialRecord(
+            id=r.id, batch_id=r.batch_id, run_id=r.run_id, case_id=r.case_id, variant=r.variant,
+            trial=r.trial, trigger=r.trigger, tags=r.tags, host=r.host, image=r.image,
+            started_at=r.started_at, finished_at=r.finished_at, outcome="infra_error",
+            failure=Failure(kind="infra", reason=why, where="record"),
+            void_fields=["turns", "trajectory", "validations", "usage"])
 
     def _outcome(self, void: Void | None) -> tuple[str, Failure | None]:
         if void is not None:
@@ -322,6 +386,11 @@ class Trial:
         if self.aborted.is_set():
             running = [s for s in self.record.phases if s.status == "aborted"]
             where = f"{running[-1].phase} {running[-1].index}" if running else None
+            if self.limit_reason is not None:
+                stopped = [s for s in self.record.phases if s.status != "ok"]
+                last = stopped[-1] if stopped else None
+                where = last and (f"{last.phase} {last.index}" if last.index is not None else last.phase)
+                return "fail", Failure(kind="limit", reason=self.limit_reason, where=where)
             return "fail", Failure(kind="timeout", where=where,
                                    reason=f"the trial ran past its timeout of {fmt_ms(int(self.timeout_s * 1000))}")
         checks = [v for v in self.record.validations if v.kind != "judge"]
@@ -398,17 +467,22 @@ def _timings(record: TrialRecord):
 
 def _capped(record: TrialRecord) -> TrialRecord:
     """SPEC.md's limits, applied after redaction so no fragment of a key survives a cut."""
-    for item in record.trajectory:
-        for name in ("text", "output", "command"):
-            value = getattr(item, name)
-            if isinstance(value, str):
-                cut, truncated = limits.truncate(value, limits.ITEM_TEXT)
-                setattr(item, name, cut)
-                item.truncated = item.truncated or truncated
+    record.trajectory = [limits.cap_item(item) for item in record.trajectory]
     for v in record.validations:
         v.evidence, truncated = limits.cap_evidence(v.evidence)
         v.truncated = v.truncated or truncated
-    for turn in record.turns:
-        turn.raw_output, _ = limits.truncate(turn.raw_output, limits.EVIDENCE_VALUE)
+    last = next((t for t in reversed(record.turns) if t.cumulative_diff), None)
+    diffs, cumulative = limits.cap_diffs([t.diff for t in record.turns],
+                                         last.cumulative_diff if last else "")
+    for turn, diff in zip(record.turns, diffs):
+        turn.diff, turn.files_changed = diff, limits.cap_list(turn.files_changed)
+        turn.raw_output, _ = limits.truncate(turn.raw_output, limits.RAW_OUTPUT)
+        turn.final_message, _ = limits.truncate(turn.final_message, limits.FINAL_MESSAGE)
+        if turn.finished_reason:
+            turn.finished_reason, _ = limits.truncate(turn.finished_reason, limits.ITEM_TEXT)
+    if last is not None:
+        last.cumulative_diff = cumulative
+    if record.failure is not None:
+        record.failure.reason, _ = limits.truncate(record.failure.reason, limits.FAILURE_REASON)
     record.setup_log, _ = limits.truncate(record.setup_log, limits.EVIDENCE_TOTAL)
     return record

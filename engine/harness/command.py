@@ -3,13 +3,21 @@
 Each turn runs the variant's command in /workspace with the prompt on standard
 input and in PROCTOR_PROMPT. Lines that are JSON objects of a known `type`
 become trajectory items; other lines are kept as the turn's raw output.
+
+Everything here comes from the agent, so nothing it prints may raise: a value
+the record cannot hold (a NaN, a count past 64 bits, a lone surrogate, nesting
+hundreds deep) is dropped, clamped or repaired with a warning on the item; a
+line that is no JSON object stays raw output. Sizes are cut while reading
+(engine/limits.py), generously, since redaction comes later.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from .. import limits
 from ..config import Variant
 from ..events import iso_ms
 from ..models import TrajectoryItem, Usage
@@ -17,56 +25,202 @@ from ..sandbox.container import ENGINE_DIR, Sandbox
 from . import OnItem, TurnOutput
 
 ITEM_TYPES = {"message", "command", "toolCall", "fileChange"}
+USAGE_FIELDS = {"input": "input", "output": "output", "cacheRead": "cache_read",
+                "cacheWrite": "cache_write", "reasoning": "reasoning"}
+EXIT_CODE_RANGE = (-(2**31), 2**31 - 1)
+AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time a record can write
+NOTES_KEPT = 10  # usage warnings kept per turn, in its raw output
+
+
+def _shown(value: Any) -> str:
+    """A value as a warning quotes it: a number short, even with thousands of digits; any other
+    value by its type only, since the agent's text may hold anything (a lone surrogate)."""
+    if not isinstance(value, (int, float)):
+        return f"a {type(value).__name__}"
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}… ({len(text)} digits)"
+
+
+class _Fields:
+    """One line's fields as the record can hold them; every value changed is noted."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+        self.warnings: list[str] = []
+        self.cut = False
+
+    def _note(self, key: str, why: str) -> None:
+        self.warnings.append(f"{key}: {why}")
+
+    def text(self, key: str, limit: int = limits.ITEM_READ,
+             default: str | None = None) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        notes: set[str] = set()
+        # A non-string is kept as its JSON text, as the protocol always did.
+        text = value if isinstance(value, str) else limits.as_json_text(limits.clean(value, notes))
+        fixed = limits.clean_text(text)
+        if fixed is not text:
+            notes.add("lone surrogates replaced")
+        for why in sorted(notes):
+            self._note(key, why)
+        fixed, cut = limits.truncate(fixed, limit)
+        self.cut = self.cut or cut
+        return fixed
+
+    def name(self, key: str, default: str | None = None) -> str | None:
+        return self.text(key, limits.NAME_READ, default)
+
+    def number(self, key: str) -> int | None:
+        """An integer field: None when absent or not a finite number (noted)."""
+        value = self.data.get(key)
+        if value is None or isinstance(value, bool):
+            return None
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self._note(key, f"{value} is not a number; dropped")
+                return None
+            return int(value)
+        if isinstance(value, int):
+            return value
+        self._note(key, f"{_shown(value)} is not a number; dropped")
+        return None
+
+    def exit_code(self) -> int | None:
+        code = self.number("exitCode")
+        low, high = EXIT_CODE_RANGE
+        if code is not None and not low <= code <= high:
+            self._note("exitCode", f"{_shown(code)} is out of range; dropped")
+            return None
+        return code
+
+    def count(self, key: str) -> int | None:
+        """A token count, clamped to 0..USAGE_MAX (noted)."""
+        count = self.number(key)
+        if count is not None and not 0 <= count <= limits.USAGE_MAX:
+            self._note(key, f"{_shown(count)} is out of range; clamped")
+            count = min(max(count, 0), limits.USAGE_MAX)
+        return count
+
+    def time(self) -> str | None:
+        """`at` (epoch ms) as the record writes times; anything else is dropped (noted)."""
+        at = self.data.get("at")
+        if at is None or isinstance(at, bool):
+            return None
+        if isinstance(at, (int, float)) and math.isfinite(at) and 0 <= at <= AT_MAX:
+            return iso_ms(at)
+        self._note("at", f"{_shown(at)} is not a time in epoch milliseconds; dropped")
+        return None
+
+    def value(self, key: str) -> Any:
+        """A JSON value kept as it is (a toolCall's input), cleaned and cut."""
+        notes: set[str] = set()
+        value = limits.clean(self.data.get(key), notes)
+        for why in sorted(notes):
+            self._note(key, why)
+        value, cut = limits.cap_input(value, limits.TOOL_INPUT_READ)
+        self.cut = self.cut or cut
+        return value
 
 
 def item_time(at: Any) -> str | None:
     """An item's optional `at` (epoch ms) as the record writes times; anything else is dropped."""
-    if not isinstance(at, (int, float)) or isinstance(at, bool):
-        return None
-    return iso_ms(at)
+    return _Fields({"at": at}).time()
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def parse_line(line: str, turn: int) -> TrajectoryItem | Usage | tuple[str, str] | None:
-    """One stdout line: an item, a usage report, ("finished", reason), or None (raw output)."""
+def parse_line(line: str, turn: int, notes: list[str] | None = None
+               ) -> TrajectoryItem | Usage | tuple[str, str] | None:
+    """One stdout line: an item, a usage report, ("finished", reason), or None (raw output).
+    Never raises. What was changed in a usage report is added to `notes`."""
     line = line.strip()
     if not line.startswith("{"):
         return None
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, an int of 4300+ digits, nesting too deep
         return None
     if not isinstance(data, dict):
         return None
     kind = data.get("type")
+    if not isinstance(kind, str):
+        return None
+    fields = _Fields(data)
     if kind == "finished":
-        return ("finished", str(data.get("reason", "")))
+        return ("finished", fields.text("reason", default="") or "")
     if kind == "usage":
-        return Usage(input=_int(data.get("input")) or 0, output=_int(data.get("output")) or 0,
-                     cache_read=_int(data.get("cacheRead")) or 0,
-                     cache_write=_int(data.get("cacheWrite")) or 0,
-                     reasoning=_int(data.get("reasoning")))
+        counts = {name: fields.count(key) for key, name in USAGE_FIELDS.items()}
+        if notes is not None:
+            notes.extend(f"usage {w}" for w in fields.warnings)
+        reasoning = counts.pop("reasoning")
+        return Usage(**{k: v or 0 for k, v in counts.items()}, reasoning=reasoning)
     if kind not in ITEM_TYPES:
         return None
-    common = {"kind": kind, "turn": turn, "at": item_time(data.get("at"))}
+    common: dict[str, Any] = {"kind": kind, "turn": turn, "at": fields.time()}
     if kind == "message":
-        return TrajectoryItem(**common, role=str(data.get("role", "assistant")), text=_text(data.get("text")) or "")
-    if kind == "command":
-        return TrajectoryItem(**common, command=_text(data.get("command")) or "",
-                              exit_code=_int(data.get("exitCode")), output=_text(data.get("output")) or "")
-    if kind == "toolCall":
-        return TrajectoryItem(**common, name=str(data.get("name", "")), input=data.get("input"),
-                              output=_text(data.get("output")))
-    return TrajectoryItem(**common, path=str(data.get("path", "")), change=str(data.get("change", "modify")))
+        item = dict(role=fields.name("role", "assistant"), text=fields.text("text", default=""))
+    elif kind == "command":
+        item = dict(command=fields.text("command", default=""), exit_code=fields.exit_code(),
+                    output=fields.text("output", default=""))
+    elif kind == "toolCall":
+        item = dict(name=fields.name("name", ""), input=fields.value("input"),
+                    output=fields.text("output"))
+    else:
+        item = dict(path=fields.name("path", ""), change=fields.name("change", "modify"))
+    return TrajectoryItem(**common, **item, truncated=fields.cut, warnings=fields.warnings)
+
+
+class TurnReader:
+    """One turn's stdout, line by line, into a TurnOutput. Everything it keeps is bounded:
+    at most ITEMS_PER_TURN items (and the last message), RAW_READ characters of raw output."""
+
+    def __init__(self, turn: int, on_item: OnItem):
+        self.turn, self.on_item = turn, on_item
+        self.result = TurnOutput()
+        self.raw: list[str] = []
+        self.raw_chars = 0
+        self.raw_dropped = 0
+        self.notes: list[str] = []
+        self.last_message: TrajectoryItem | None = None
+
+    def line(self, line: str) -> None:
+        parsed = None
+        if line.lstrip().startswith("{"):  # the rest is raw output: millions of lines go fast
+            try:
+                parsed = parse_line(line, self.turn, self.notes)
+            except Exception:  # a line the parser cannot read is the agent's output, never a crash
+                parsed = None
+        if parsed is None:
+            if self.raw_chars < limits.RAW_READ:
+                kept = line[: limits.RAW_READ - self.raw_chars]
+                self.raw.append(kept)
+                self.raw_chars += len(kept) + 1
+            else:
+                self.raw_dropped += 1
+        elif isinstance(parsed, TrajectoryItem):
+            if len(self.result.items) < limits.ITEMS_PER_TURN:
+                self.result.items.append(parsed)
+            elif parsed.kind == "message":
+                self.last_message = parsed  # so the final message is still the last one
+            self.on_item(parsed)  # the recorder keeps what fits and counts the rest
+        elif isinstance(parsed, Usage):
+            self.result.usage = self.result.usage.add(parsed)
+            del self.notes[NOTES_KEPT:]
+        else:
+            self.result.finished_reason = parsed[1]
+
+    def output(self, exit_code: int | None, stderr: str) -> TurnOutput:
+        result = self.result
+        if self.last_message is not None:
+            result.items.append(self.last_message)
+        lines = [f"[proctor] {note}" for note in self.notes] + self.raw
+        if self.raw_dropped:
+            lines.append(f"… [{self.raw_dropped:,} more lines of raw output dropped]")
+        # Cut before redaction, so generously: RAW_READ is four times what is stored.
+        stderr, _ = limits.truncate(stderr, limits.RAW_READ)
+        result.exit_code = exit_code
+        result.raw_output = "\n".join(lines) + (("\n" + stderr) if stderr else "")
+        return result
 
 
 class CommandHarness:
@@ -83,24 +237,8 @@ class CommandHarness:
                  on_item: OnItem) -> TurnOutput:
         prompt_path = f"{ENGINE_DIR}/prompt-{turn}.txt"
         sandbox.put_files({prompt_path.lstrip("/"): prompt.encode()}, base="/")
-        result = TurnOutput()
-        raw: list[str] = []
-
-        def on_line(line: str) -> None:
-            parsed = parse_line(line, turn)
-            if isinstance(parsed, TrajectoryItem):
-                result.items.append(parsed)
-                on_item(parsed)
-            elif isinstance(parsed, Usage):
-                result.usage = result.usage.add(parsed)
-            elif isinstance(parsed, tuple):
-                result.finished_reason = parsed[1]
-            else:
-                raw.append(line)
-
+        reader = TurnReader(turn, on_item)
         out = sandbox.exec(self.command, timeout=timeout, stdin_path=prompt_path,
                            env={"PROCTOR_PROMPT": prompt, "PROCTOR_TURN": str(turn)},
-                           on_stdout_line=on_line)
-        result.exit_code = out.exit_code
-        result.raw_output = "\n".join(raw) + (("\n" + out.stderr) if out.stderr else "")
-        return result
+                           on_stdout_line=reader.line, user="agent")
+        return reader.output(out.exit_code, out.stderr)

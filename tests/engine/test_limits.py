@@ -1,4 +1,5 @@
-"""The caps of SPEC.md "Limits on what is stored": within bounds, marked, input untouched."""
+"""The caps of SPEC.md "Limits on what is stored" (and of issue 8 on what the agent controls):
+within bounds, marked, input untouched."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import copy
 import json
 import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.limits import (
-    EVIDENCE_ENTRIES, EVIDENCE_TOTAL, EVIDENCE_VALUE, ITEM_TEXT, SOURCE_CHARS, SOURCE_FILES,
-    cap_evidence, cap_source, truncate,
+    DIFF_FILE, DIFF_FILE_READ, DIFF_SOURCE, DIFF_TOTAL, DIFF_TOTAL_READ, DIFF_TRIAL,
+    EVIDENCE_ENTRIES, EVIDENCE_TOTAL, EVIDENCE_VALUE, FAILURE_REASON, FILES_CHANGED, ITEM_TEXT,
+    SOURCE_CHARS, SOURCE_FILES, cap_diff, cap_diffs, cap_evidence, cap_item, cap_source, clean,
+    truncate,
 )
+from engine.phases.diff import tree_diff
 
 MARK = re.compile(r"\n… \[truncated ([\d,]+) chars\]$")
 
@@ -160,3 +164,111 @@ def test_at_most_a_million_characters_the_last_file_cut_and_marked():
     assert sum(map(len, capped.values())) <= SOURCE_CHARS
     assert list(capped) == ["f0.py", "f1.py", "f2.py", "f3.py"]
     assert capped["f0.py"] == files["f0.py"] and MARK.search(capped["f3.py"])
+
+
+# --- diffs: per file, per diff, per trial -----------------------------------------------------
+
+def text_file(lines: int, word: str = "line") -> bytes:
+    return "".join(f"{word} {i} of a changed file\n" for i in range(lines)).encode()
+
+
+def test_a_file_past_the_read_cap_is_one_too_large_line():
+    new = text_file(30_000)  # about 750 kB of diff
+    diff, files = tree_diff({}, {"big.txt": new, "small.txt": b"hello\n"})
+    assert files == ["big.txt", "small.txt"]
+    assert f"diff of big.txt too large ({len(new):,} bytes)" in diff
+    assert "+hello" in diff and len(diff) < 1000
+    assert "diff --git a/big.txt b/big.txt\nnew file mode 100644\n" in diff
+
+
+def test_a_file_larger_than_diff_source_is_named_not_diffed():
+    old, new = text_file(60_000, "old"), text_file(60_000, "new")
+    assert len(new) > DIFF_SOURCE
+    diff, _ = tree_diff({"f.txt": old}, {"f.txt": new})
+    assert diff == f"diff --git a/f.txt b/f.txt\ndiff of f.txt too large ({len(new):,} bytes)\n"
+
+
+def test_many_changed_files_are_cut_while_diffing_and_counted():
+    after = {f"f{i:03d}.txt": text_file(500, f"w{i}") for i in range(400)}
+    diff, files = tree_diff({}, after)
+    assert len(files) == 400
+    assert len(diff) <= DIFF_TOTAL_READ + DIFF_FILE_READ
+    assert re.search(r"diffs of [\d,]+ more files left out", diff)
+
+
+TREES = st.dictionaries(st.sampled_from([f"d/{c}.txt" for c in "abcdefgh"]),
+                        st.integers(0, 12_000).map(lambda n: text_file(n)), max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(before=TREES, after=TREES, limit=st.integers(0, 3 * DIFF_FILE))
+def test_a_capped_diff_is_within_its_limit_and_keeps_files_whole_or_marked(before, after, limit):
+    diff, files = tree_diff(before, after)
+    capped, cut = cap_diff(diff, limit)
+    assert len(capped) <= max(limit, 200) and cut == (capped != diff)
+    sections = [s for s in re.split(r"(?=^diff --git )", capped, flags=re.M) if s.startswith("diff --git")]
+    for section in sections:
+        path = section.split(" b/", 1)[0][len("diff --git a/"):]
+        whole = re.search(r"(?ms)^diff --git a/" + re.escape(path) + r" b/.*?(?=^diff --git |\Z)", diff)
+        # Kept as made, or one "too large" line: never a cut inside a file's hunks.
+        body = section.split("diffs of ")[0]
+        assert body == whole.group(0) or f"diff of {path} too large" in body
+    counted = re.search(r"diffs of ([\d,]+) more files left out", capped)
+    assert len(sections) + (int(counted.group(1).replace(",", "")) if counted else 0) == len(files)
+
+
+def test_a_trials_diffs_share_one_budget_the_cumulative_first():
+    one_file = "".join(f"diff --git a/f{i}.txt b/f{i}.txt\n" + "+x\n" * 20_000 for i in range(20))
+    diffs, cumulative = cap_diffs([one_file] * 10, one_file)
+    assert len(cumulative) <= DIFF_TOTAL and "f0.txt" in cumulative
+    assert len(cumulative) + sum(map(len, diffs)) <= DIFF_TRIAL + 10 * 200
+    assert "left out" in diffs[-1] and "+x" not in diffs[-1]
+
+
+# --- items, and what any serializer can write -------------------------------------------------
+
+
+def test_clean_repairs_surrogates_drops_nan_and_cuts_deep_nesting():
+    deep: object = "leaf"
+    for _ in range(100):
+        deep = [deep]
+    notes: set[str] = set()
+    value = clean({"\ud800": [float("nan"), float("inf"), 1.5, "a\udfffb"], "deep": deep}, notes)
+    assert value["\ufffd"] == [None, None, 1.5, "a\ufffdb"]
+    assert json.dumps(value, allow_nan=False).encode()
+    assert len(notes) == 3
+    assert "nested deeper than 32 levels" in json.dumps(value)
+
+
+def test_an_item_is_capped_field_by_field_and_marked():
+    from engine.models import TrajectoryItem
+
+    item = TrajectoryItem(kind="toolCall", turn=1, name="n" * 5000, input={"blob": "b" * 50_000},
+                          output="o" * 50_000, warnings=["input: lone surrogates replaced"])
+    capped = cap_item(item)
+    assert capped.truncated and len(capped.output) <= ITEM_TEXT and len(capped.name) <= 1000
+    assert isinstance(capped.input, str) and len(capped.input) <= 4000 and capped.input.startswith('{"blob"')
+    assert capped.warnings == item.warnings and len(item.output) == 50_000  # the original is kept
+    small = TrajectoryItem(kind="toolCall", turn=1, name="edit", input={"path": "a.py"})
+    assert cap_item(small) == small
+
+
+def test_a_stored_record_caps_every_field_the_agent_controls():
+    from engine.models import Failure, TrialRecord, Turn
+    from engine.trial import _capped
+
+    big_diff = "".join(f"diff --git a/f{i}.txt b/f{i}.txt\n" + "+x\n" * 20_000 for i in range(30))
+    turns = [Turn(index=i, prompt="p", status="completed", ms=1, diff=big_diff,
+                  final_message="m" * 100_000, raw_output="r" * 100_000, finished_reason="f" * 100_000,
+                  files_changed=[f"f{j}" for j in range(5000)]) for i in range(1, 6)]
+    turns[-1].cumulative_diff = big_diff
+    record = TrialRecord(id="t", batch_id="b", run_id="r", case_id="c", variant="v", trial=1,
+                         trigger="api", turns=turns, outcome="infra_error",
+                         failure=Failure(kind="infra", reason="the harness reported failed: " + "z" * 50_000))
+    capped = _capped(record)
+    diffs = sum(len(t.diff) + len(t.cumulative_diff) for t in capped.turns)
+    assert diffs <= DIFF_TRIAL + 5 * 200
+    for turn in capped.turns:
+        assert len(turn.final_message) <= ITEM_TEXT and len(turn.raw_output) <= EVIDENCE_VALUE
+        assert len(turn.finished_reason) <= ITEM_TEXT and len(turn.files_changed) == FILES_CHANGED + 1
+    assert len(capped.failure.reason) <= FAILURE_REASON
