@@ -17,11 +17,13 @@ import docker
 from .config import Config, Variant
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
 from .models import BatchSummary, Failure, TrialRecord
+from .phases.git_source import GitSources
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.gateway import GatewayHost
 from .sandbox.hosts import DockerHost, HostPool, NoLiveHost, connect_host
 from .spec import Case, EvalFileError
-from .store import Store
+from .sandbox.client import DockerUnavailable
+from .store import Store, StoreError
 from .events import iso_ms, utc_now
 from .trial import Trial, TrialPlan
 
@@ -63,6 +65,7 @@ class BatchHandle:
     running: dict[str, Trial] = field(default_factory=dict)
     skip: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    failed: str | None = None  # why the batch stopped on its own (the store failed)
 
     @property
     def runs(self) -> list[tuple[str, str, str]]:
@@ -88,6 +91,14 @@ class BatchHandle:
         with self.lock:
             for trial in list(self.running.values()):
                 trial.cancel(reason)
+
+    def fail(self, reason: str) -> None:
+        """Stop the batch because it cannot go on (once): its status becomes failed."""
+        with self.lock:
+            if self.failed is not None:
+                return
+            self.failed = reason
+        self.cancel(reason)
 
 
 class Engine:
@@ -139,6 +150,8 @@ class Engine:
         return swept
 
     def plan(self, plan: BatchPlan) -> BatchHandle:
+        # Before anything runs: a store that takes no write would lose every record.
+        self.store.check_writable()
         batch_id = new_id("b")
         plans: list[TrialPlan] = []
         self.store.create_batch(batch_id, plan.trigger, self.owner, utc_now())
@@ -207,11 +220,17 @@ class Engine:
 
         threading.Thread(target=beat, name=f"heartbeat-{handle.batch_id}", daemon=True).start()
 
+        def store_failed(error: StoreError) -> None:
+            # On the writer thread: stopping trials calls Docker, so do it on another.
+            if handle.failed is None:
+                threading.Thread(target=handle.fail, args=(str(error),), daemon=True,
+                                 name=f"stop-{handle.batch_id}").start()
+
+        self.store.add_error_listener(store_failed)
         emit(BatchStarted(batch_id=handle.batch_id, trigger=plan.trigger,
                           runs=len({p.run_id for p in handle.plans}), trials=len(handle.plans)))
-        hosts = self._pool(plan)
-        concurrency = plan.concurrency or hosts.slots
         queued_at = time.monotonic()  # waiting for a slot starts now, for every trial
+        sources = GitSources()  # each git source is fetched once, for every trial of the batch
 
         def run_one(trial_plan: TrialPlan) -> None:
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
@@ -222,8 +241,8 @@ class Engine:
             except NoLiveHost as e:
                 self._skip(trial_plan, emit, void=str(e))
                 return
-            trial = Trial(trial_plan, host.client, host.images, emit, self.store.save_trial, self.gateways,
-                          queued_at=queued_at, host_name=host.name)
+            trial = Trial(trial_plan, host.client, host.images, emit, self._save, self.gateways,
+                          queued_at=queued_at, host_name=host.name, sources=sources)
             with handle.lock:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():
@@ -239,12 +258,24 @@ class Engine:
 
         status = "finished"
         try:
+            try:
+                hosts = self._pool(plan)
+            except DockerUnavailable as e:  # no trial can run: each is void, the batch failed
+                handle.failed = str(e)
+                for trial_plan in handle.plans:
+                    self._skip(trial_plan, emit, void=str(e))
+                raise
+            concurrency = plan.concurrency or hosts.slots
             with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="trial") as pool:
                 for future in [pool.submit(run_one, p) for p in handle.plans]:
                     future.result()
         finally:
             heartbeat.set()
-            if handle.cancelled.is_set():
+            self.store.remove_error_listener(store_failed)
+            sources.close()
+            if handle.failed:
+                status = "failed"
+            elif handle.cancelled.is_set():
                 status = "interrupted"
             emit(BatchFinished(batch_id=handle.batch_id, status=status))
             self.store.finish_batch(handle.batch_id, status, utc_now())
@@ -269,6 +300,10 @@ class Engine:
                 self._remote[entry.url] = host
             hosts.append(host)
         return HostPool(hosts)
+
+    def _save(self, record: TrialRecord) -> None:
+        """Save a trial's record and return once it is committed, so "saved" is said only then."""
+        self.store.save_trial(record).result()
 
     def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None], void: str | None = None) -> None:
         """A trial that never started: skipped, or void when no host was left to run it."""

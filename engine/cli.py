@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 from datetime import datetime
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
@@ -38,16 +39,19 @@ class UserError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a stored lone surrogate must not end a listing
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         return args.func(args)
     except (EvalFileError, StoreError) as e:
-        print(f"proctor: {e}", file=sys.stderr)
+        _say(f"proctor: {_one_line(e)}")
         return EXIT_USAGE
     except DockerUnavailable as e:
-        print(f"proctor: {e}", file=sys.stderr)
+        _say(f"proctor: {_one_line(e)}")
         return EXIT_INFRA
     except UserError as e:
-        print(f"proctor: {e}", file=sys.stderr)
+        _say(f"proctor: {_one_line(e)}")
         return e.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -122,19 +126,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     variants = config.select_variants(args.variants)
     plan = BatchPlan(cases=cases, variants=variants, config=config, trials=args.trials,
                      concurrency=args.concurrency, trigger=detect_trigger("cli"))
-    client = connect()
     store = _open_store(args)
+    stop = _StopSignals()
     try:
-        engine = Engine(store, client)
-        engine.check_images(plan)
-        swept = engine.sweep()
-        if swept.trials and not args.json:
-            print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)
+        store.check_writable()  # at once, not after the batch: nothing could be saved
+        client = connect()
+        with stop:
+            engine = Engine(store, client)
+            engine.check_images(plan)
+            swept = engine.sweep()
+            if swept.trials and not args.json:
+                print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)
+            summary = _run_batch(engine, plan, args, stop)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(summary.model_dump(mode="json"), indent=2))
+    else:
+        _print_grid(summary)
+    if stop.received:
+        return EXIT_INTERRUPTED
+    return _exit_code(summary)
+
+
+def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: _StopSignals) -> BatchSummary:
+    """Run the batch on a thread and wait; a stop signal cancels it, and the batch still closes."""
+    printer = _Printer(verbose=args.verbose, quiet=args.json)
+    result: dict[str, BatchSummary] = {}
+    errors: list[BaseException] = []
+    done = threading.Event()
+    handle = None
+    try:
         handle = engine.plan(plan)
-        printer = _Printer(verbose=args.verbose, quiet=args.json)
-        result: dict[str, BatchSummary] = {}
-        errors: list[BaseException] = []
-        done = threading.Event()
 
         def work() -> None:
             try:
@@ -144,32 +167,65 @@ def cmd_run(args: argparse.Namespace) -> int:
             finally:
                 done.set()
 
-        runner = threading.Thread(target=work, name="batch")
-        runner.start()
-        interrupted = False
-        # Wait on an Event, not on runner.join(): a KeyboardInterrupt inside
-        # Thread.join() can leave the thread marked as stopped while it still
-        # runs (CPython gh-90882), and the batch's result would be read too early.
-        while not done.is_set():
-            try:
-                done.wait(0.2)
-            except KeyboardInterrupt:
-                if not interrupted:
-                    interrupted = True
-                    print("\ninterrupted: stopping running trials, skipping the rest…", file=sys.stderr)
-                    handle.cancel()
-        if errors:
-            raise errors[0]
-        summary = result["summary"]
-    finally:
-        store.close()
-    if args.json:
-        print(json.dumps(summary.model_dump(mode="json"), indent=2))
-    else:
-        _print_grid(summary)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return _exit_code(summary)
+        threading.Thread(target=work, name="batch").start()
+    except KeyboardInterrupt:
+        if handle is None:
+            raise  # nothing was stored yet
+        # Stopped between planning and starting: run it cancelled, so every trial is skipped.
+        handle.cancel()
+        stop.received = stop.received or "SIGINT"
+        return engine.run(plan, handle, printer)
+    # Wait on an Event, not on Thread.join(): a KeyboardInterrupt inside
+    # Thread.join() can leave the thread marked as stopped while it still
+    # runs (CPython gh-90882), and the batch's result would be read too early.
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            if not handle.cancelled.is_set():
+                handle.cancel()
+                stop.received = stop.received or "SIGINT"
+                _say(f"\ninterrupted ({stop.received}): stopping running trials, skipping the rest…")
+    if errors:
+        raise errors[0]
+    return result["summary"]
+
+
+class _StopSignals:
+    """SIGTERM and SIGHUP (`timeout`, a CI cancel, a shutdown, a closed terminal) do what
+    Ctrl-C does: they raise KeyboardInterrupt in the main thread, which stops the batch."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received = self.received or signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():  # signal() works only there
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _one_line(message: object) -> str:
+    """A message as one printable line, whatever a damaged store put in the ids it names."""
+    return "".join(ch if ch.isprintable() else " " for ch in str(message))
+
+
+def _say(line: str) -> None:
+    """A line on stderr that never fails: after SIGHUP the terminal may be gone."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _exit_code(summary: BatchSummary) -> int:
@@ -192,7 +248,10 @@ class _Printer:
         line = self.line(event)
         if line and not self.quiet:
             with self.lock:
-                print(line, flush=True)
+                try:
+                    print(line, flush=True)
+                except OSError:  # the terminal went away (SIGHUP): the batch goes on unprinted
+                    self.quiet = True
 
     def line(self, event: Event) -> str | None:
         if not hasattr(event, "trial_id"):
@@ -233,16 +292,22 @@ def _print_grid(summary: BatchSummary) -> None:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _open_store(args)
+    damaged: list[str] = []
     try:
         if args.batch:
-            one = store.batch_summary(args.batch)
+            one = store.batch_summary(args.batch, damaged=damaged)
             if one is None:
                 raise UserError(f"no batch {args.batch} in {store.path}")
             batches = [one]
         else:
-            batches = store.list_batches(limit=args.limit)
+            batches = store.list_batches(limit=args.limit, damaged=damaged)
     finally:
         store.close()
+    if damaged:
+        more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        _say("proctor: " + _one_line(f"left out {len(damaged)} damaged rows of {store.path} "
+                                     f"({', '.join(damaged[:3])}{more}): restore the store "
+                                     "from a backup to see them"))
     if args.json:
         print(json.dumps([b.model_dump(mode="json") for b in batches], indent=2))
         return EXIT_OK
@@ -269,18 +334,44 @@ def cmd_show(args: argparse.Namespace) -> int:
     if data is None:
         raise UserError(f"no trial {args.trial_id} in {store.path}")
     if args.json:
-        print(json.dumps(data, indent=2))
+        try:
+            text = json.dumps(data, indent=2)
+        except (ValueError, RecursionError):  # nested deeper than the printer goes
+            raise UserError(f"the record of trial {args.trial_id} in {store.path} is damaged "
+                            "(nested too deep to print): restore the store from a backup") from None
+        print(text)
         return EXIT_OK
-    print(f"{data['id']}  {data['case_id']}#{data['trial']} · {data['variant']}  {data['outcome']}")
-    if data.get("failure"):
-        f = data["failure"]
-        print(f"  {f['kind']}: {f['reason']}" + (f" ({f['where']})" if f.get("where") else ""))
-    for span in data["phases"]:
-        index = f" {span['index']}" if span.get("index") is not None else ""
-        print(f"  {span['phase'] + index:<12} {span['status']:<8} {fmt_ms(span['end_ms'] - span['start_ms']):>7}  {span['detail']}")
-    for v in data["validations"]:
-        print(f"  {v['kind']:<8} {v['status']:<7} {v['name']}")
+    print("\n".join(_record_lines(data, args.trial_id)))
     return EXIT_OK
+
+
+def _record_lines(data: dict[str, Any], trial_id: str) -> list[str]:
+    """`show`'s lines from a stored record, as much of it as is readable."""
+    def text(obj: Any, key: str, default: str = "?") -> str:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return default if value is None or isinstance(value, (dict, list)) else str(value)
+
+    def items(value: Any) -> list[dict[str, Any]]:
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    lines = [f"{text(data, 'id', trial_id)}  {text(data, 'case_id')}#{text(data, 'trial')} · "
+             f"{text(data, 'variant')}  {text(data, 'outcome', 'running')}"]
+    if isinstance(failure := data.get("failure"), dict):
+        where = f" ({text(failure, 'where')})" if failure.get("where") else ""
+        lines.append(f"  {text(failure, 'kind')}: {text(failure, 'reason')}{where}")
+    for span in items(data.get("phases")):
+        index = f" {text(span, 'index')}" if span.get("index") is not None else ""
+        start, end = span.get("start_ms"), span.get("end_ms")
+        took = fmt_ms(end - start) if _is_int(start) and _is_int(end) else "?"
+        lines.append(f"  {text(span, 'phase') + index:<12} {text(span, 'status'):<8} {took:>7}  "
+                     f"{text(span, 'detail', '')}")
+    for v in items(data.get("validations")):
+        lines.append(f"  {text(v, 'kind'):<8} {text(v, 'status'):<7} {text(v, 'name')}")
+    return lines
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

@@ -215,8 +215,8 @@ _COUNTS = """
     coalesce(sum({t}.outcome = 'infra_error'), 0) AS voided,
     coalesce(sum({t}.outcome = 'skipped'), 0) AS skipped,
     coalesce(sum({t}.status = 'running'), 0) AS running,
-    coalesce(sum({t}.command_count), 0) AS commands,
-    coalesce(sum({t}.tokens), 0) AS tokens"""
+    CAST(total({t}.command_count) AS INTEGER) AS commands,
+    CAST(total({t}.tokens) AS INTEGER) AS tokens"""  # total(), unlike sum(), never overflows
 
 _COUNT_NAMES = ("trials", "passed", "failed", "voided", "skipped", "running", "commands", "tokens")
 
@@ -383,10 +383,12 @@ def filter_options(source: Source) -> FilterOptions:
             WHERE failure_kind IS NOT NULL
         UNION ALL SELECT DISTINCT 'tag', j.value
             FROM (SELECT DISTINCT tags FROM trial INDEXED BY ix_trial_filter) d,
-                 json_each(d.tags) j"""
+                 json_each(CASE WHEN typeof(d.tags) != 'text' THEN '[]'
+                                WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j"""
     found: dict[str, set[str]] = {"case": set(), "variant": set(), "tag": set(), "kind": set()}
     for what, value in _rows(source, sql, {}):
-        found[what].add(value)
+        if isinstance(value, str):  # a damaged row may hold anything
+            found[what].add(value)
     return FilterOptions(*(sorted(found[k]) for k in ("case", "variant", "tag", "kind")))
 
 

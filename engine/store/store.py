@@ -2,7 +2,10 @@
 
 Writes are queued and return at once (see writer.py); reads open their own
 connection and see what has been committed, so the studio can show a batch
-live while the CLI runs it.
+live while the CLI runs it. A write that fails is reported at once to the
+store's error listeners (a running batch stops on it); another process holding
+the lock only delays writes. Reads never trust the file: a damaged row is left
+out and counted, a damaged record is one StoreError.
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections import defaultdict
+from concurrent.futures import Future
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -22,15 +28,20 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from pydantic import ValidationError
 
 from ..events import Event, parse_event
 from ..models import (
     BatchSummary, Failure, RunSummary, TrialRecord, TrialSummary, distribution,
 )
 from .tables import SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, RunRow, TrialRow
-from .writer import Writer
+from .writer import BUSY_PATIENCE_S, Writer, is_busy
 
 BUSY_TIMEOUT_MS = 10_000  # another process (CLI and studio share a store) may hold the lock briefly
+# The WAL is cut back to this size after each checkpoint, so one big commit does not
+# leave a file that big behind; SQLite checkpoints every 1000 pages (4 MB) by itself.
+JOURNAL_SIZE_LIMIT = 4 << 20
+MAX_LIMIT = 2**62  # SQLite's LIMIT is a signed 64-bit integer
 
 # Upgrades from version N to N+1, run in order on open; none yet.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
@@ -46,6 +57,10 @@ def default_store_path() -> Path:
     return platformdirs.user_data_path("proctor") / "proctor.db"
 
 
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
 def _open_engine(path: Path, begin: str) -> Engine:
     engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False})
 
@@ -53,9 +68,12 @@ def _open_engine(path: Path, begin: str) -> Engine:
     def _connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
         # Let SQLAlchemy's begin event below own transactions instead of pysqlite's guesswork.
         dbapi_conn.isolation_level = None
+        # Text that is not UTF-8 (a damaged file) reads as replacement characters, not an error.
+        dbapi_conn.text_factory = _decode
         dbapi_conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+        dbapi_conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
@@ -65,7 +83,37 @@ def _open_engine(path: Path, begin: str) -> Engine:
 
 
 def _cause(exc: BaseException) -> str:
-    return str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return (str(getattr(exc, "orig", None) or exc).splitlines() or [type(exc).__name__])[0]
+
+
+def write_error(path: Path, exc: BaseException) -> StoreError:
+    """A failed write as one sentence that says what to do."""
+    if isinstance(exc, StoreError):
+        return exc
+    cause = _cause(exc)
+    code = getattr(getattr(exc, "orig", exc), "sqlite_errorcode", 0) & 0xFF
+    if code == sqlite3.SQLITE_READONLY or "readonly" in cause:
+        return StoreError(f"the store {path} is read-only ({cause}): make the file and its folder "
+                          "writable, or pass --store with a writable path")
+    if code == sqlite3.SQLITE_FULL or "disk is full" in cause:
+        return StoreError(f"the disk holding the store {path} is full ({cause}): free some space, "
+                          "or pass --store with a path on another disk")
+    if is_busy(exc):
+        return StoreError(f"the store {path} stayed locked by another process for "
+                          f"{BUSY_PATIENCE_S:.0f}s: close the program holding it, or pass --store")
+    return StoreError(f"writing to the store {path} failed ({cause}): check the file and its "
+                      "folder, or pass --store")
+
+
+def _patiently(attempt: Callable[[], Any]) -> Any:
+    """Run `attempt`, retrying while another process holds the write lock (up to BUSY_PATIENCE_S)."""
+    deadline = time.monotonic() + BUSY_PATIENCE_S
+    while True:
+        try:
+            return attempt()
+        except sa_exc.DBAPIError as exc:
+            if not (is_busy(exc) and time.monotonic() < deadline):
+                raise
 
 
 def _duration_ms(started_at: str | None, finished_at: str | None) -> int | None:
@@ -102,7 +150,24 @@ def _trial_summary(row: Any) -> TrialSummary:
         failure = Failure(kind=row.failure_kind, reason=row.failure_reason or "",
                           where=row.failure_where)
     return TrialSummary(id=row.id, trial=row.trial, outcome=row.outcome, failure=failure,
-                        command_count=row.command_count, duration_ms=row.duration_ms)
+                        command_count=row.command_count or 0, duration_ms=row.duration_ms)
+
+
+def _readable(build: Callable[[], Any], what: str, damaged: list[str]) -> Any:
+    """`build()`, or None (with `what` noted in `damaged`) when the row's values do not fit."""
+    try:
+        return build()
+    except (ValidationError, TypeError, ValueError):
+        damaged.append(what)
+        return None
+
+
+def _parse_version(value: Any) -> int | None:
+    try:
+        version = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return version if version >= 1 else None
 
 
 class Store:
@@ -121,9 +186,10 @@ class Store:
         # deadlock when another process's writer commits between our read and write.
         self._write_engine = _open_engine(self.path, "BEGIN IMMEDIATE")
         self._read_engine = _open_engine(self.path, "BEGIN")
+        self._listeners: list[Callable[[StoreError], None]] = []
+        self._listeners_lock = threading.Lock()
         try:
-            with self._write_engine.begin() as conn:
-                self._prepare(conn)
+            _patiently(self._open)
         except (sqlite3.DatabaseError, sa_exc.DBAPIError) as exc:
             self._dispose()
             cause = _cause(exc)
@@ -131,6 +197,8 @@ class Store:
                 raise StoreError(
                     f"{self.path} is not a Proctor store ({cause}): move it away or pass --store"
                 ) from None
+            if "readonly" in cause or "disk is full" in cause or is_busy(exc):
+                raise write_error(self.path, exc) from None
             raise StoreError(
                 f"cannot open the store {self.path} ({cause}): "
                 "check the file and its folder, or pass --store"
@@ -138,10 +206,12 @@ class Store:
         except StoreError:
             self._dispose()
             raise
-        self._writer = Writer(self._write_engine)
+        self._writer = Writer(self._write_engine, on_error=self._failed,
+                              describe=lambda exc: write_error(self.path, exc))
 
-    def _prepare(self, conn: Connection) -> None:
-        """Create the tables in a new file; check and upgrade the schema of an existing one."""
+    def _check(self, conn: Connection) -> int | None:
+        """The schema version of the store in the file, None for an empty file; raise
+        StoreError for anything that is not a store this Proctor can read."""
         names = set(conn.execute(
             text("SELECT name FROM sqlite_master WHERE type='table'")).scalars())
         if "meta" not in names:
@@ -150,17 +220,37 @@ class Store:
                     f"{self.path} is not a Proctor store (it holds other tables): "
                     "move it away or pass --store"
                 )
-            for table in TABLES:
-                table.create(conn)
-            conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-            return
-        version = int(conn.execute(
-            select(Meta.value).where(Meta.key == "schema_version")).scalar_one_or_none() or 0)
+            return None
+        value = conn.execute(
+            select(Meta.value).where(Meta.key == "schema_version")).scalar_one_or_none()
+        version = _parse_version(value)
+        if version is None:
+            what = "no schema version" if value is None else f"an unreadable schema version {value!r}"
+            raise StoreError(f"{self.path} has {what}: it is damaged or was not written by "
+                             "Proctor; move it away or pass --store")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} was written by a newer Proctor (store schema {version}, this one "
                 f"reads {SCHEMA_VERSION}): upgrade Proctor or pass --store"
             )
+        return version
+
+    def _open(self) -> None:
+        """Check the file with a read; take the write lock only to create or upgrade it."""
+        with self._read_engine.connect() as conn:
+            version = self._check(conn)
+        if version != SCHEMA_VERSION:
+            with self._write_engine.begin() as conn:
+                self._prepare(conn)
+
+    def _prepare(self, conn: Connection) -> None:
+        """Create the tables in a new file; upgrade the schema of an older one."""
+        version = self._check(conn)  # again: another process may have done it meanwhile
+        if version is None:
+            for table in TABLES:
+                table.create(conn)
+            conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            return
         for step in range(version, SCHEMA_VERSION):
             MIGRATIONS[step](conn)
         if version < SCHEMA_VERSION:
@@ -176,10 +266,46 @@ class Store:
         self._raise_writer_error()
 
     def close(self) -> None:
-        """Flush, stop the writer and release the file."""
+        """Flush, stop the writer, fold the WAL back into the file and release it."""
         self._writer.close()
+        if self._writer.started:
+            self._checkpoint()
         self._dispose()
         self._raise_writer_error()
+
+    def _checkpoint(self) -> None:
+        """Best effort: copy the WAL into the file and truncate it, so none is left behind."""
+        try:
+            with self._write_engine.connect() as conn:
+                # A studio reading the store may hold the WAL; do not wait for it.
+                conn.exec_driver_sql("PRAGMA busy_timeout=200")
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sa_exc.DBAPIError:
+            pass  # a full disk or a reader: the WAL keeps what is committed, SQLite reads it
+
+    def check_writable(self) -> None:
+        """One real write transaction, now: raise StoreError if nothing could be stored."""
+        done = self._writer.submit(lambda conn: conn.execute(
+            update(Meta).where(Meta.key == "schema_version").values(value=str(SCHEMA_VERSION))))
+        if done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        done.result()
+
+    def add_error_listener(self, listener: Callable[[StoreError], None]) -> None:
+        """Call `listener` (on the writer thread) as soon as a write fails."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def remove_error_listener(self, listener: Callable[[StoreError], None]) -> None:
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def _failed(self, error: BaseException) -> None:
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(write_error(self.path, error))
 
     def __enter__(self) -> Store:
         return self
@@ -193,7 +319,7 @@ class Store:
 
     def _raise_writer_error(self) -> None:
         if error := self._writer.take_error():
-            raise StoreError(f"writing to the store {self.path} failed: {_cause(error)}") from error
+            raise write_error(self.path, error)
 
     def _put(self, item: Any) -> None:
         if not self._writer.put(item):
@@ -243,15 +369,19 @@ class Store:
         """The phase a running trial has entered, so a browser in any process can show it."""
         self._execute(update(TrialRow).where(TrialRow.id == trial_id).values(phase=phase))
 
-    def save_trial(self, record: TrialRecord) -> None:
-        """The final record; inserts the trial if it was never created (an imported one)."""
+    def save_trial(self, record: TrialRecord) -> Future[None]:
+        """The final record; inserts the trial if it was never created (an imported one).
+        Returns a future set when it is committed (or failed, with a StoreError)."""
         columns = _summary_columns(record) | dict(status="done", phase=None)
         stmt = sqlite_insert(TrialRow).values(
             id=record.id, run_id=record.run_id, batch_id=record.batch_id,
             case_id=record.case_id, variant=record.variant, trial=record.trial,
             owner="", **columns,
         ).on_conflict_do_update(index_elements=["id"], set_=columns)
-        self._execute(stmt)
+        done = self._writer.submit(lambda conn: conn.execute(stmt))
+        if done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        return done
 
     def add_event(self, event: Event) -> None:
         self._put(dict(batch_id=event.batch_id, trial_id=getattr(event, "trial_id", None),
@@ -272,9 +402,12 @@ class Store:
                 failure_reason=reason, failure_where=None, finished_at=finished_at,
                 duration_ms=_duration_ms(row.started_at, finished_at))
             if row.record:
-                record = TrialRecord.model_validate(json.loads(row.record)).model_copy(
-                    update=dict(outcome="infra_error", failure=failure, finished_at=finished_at))
-                values["record"] = json.dumps(record.to_json())
+                try:
+                    record = TrialRecord.model_validate(json.loads(row.record)).model_copy(
+                        update=dict(outcome="infra_error", failure=failure, finished_at=finished_at))
+                    values["record"] = json.dumps(record.to_json())
+                except (ValueError, RecursionError):  # a damaged record: its columns still close
+                    pass
             conn.execute(update(TrialRow).where(TrialRow.id == trial_id).values(**values))
 
         self._put(write)
@@ -303,37 +436,67 @@ class Store:
         return ids[0] if ids else None
 
     def trial_json(self, trial_id: str) -> dict[str, Any] | None:
-        """The stored record as it is, by id or unique prefix."""
+        """The stored record as it is, by id or unique prefix; None if there is no such trial.
+        A record that is not a JSON object is a StoreError naming the trial."""
         with self._read() as conn:
             full_id = self._resolve(conn, TrialRow, trial_id, "trial")
             if full_id is None:
                 return None
             stored = conn.execute(select(TrialRow.record).where(TrialRow.id == full_id)).scalar()
-        return json.loads(stored) if stored else None
+        try:
+            data = json.loads(stored) if isinstance(stored, (str, bytes)) else None
+        except (ValueError, RecursionError) as exc:
+            raise self._damaged(full_id, str(exc).splitlines()[0][:120]) from None
+        if not isinstance(data, dict):
+            raise self._damaged(full_id, "no record" if data is None else "not a JSON object")
+        return data
 
     def get_trial(self, trial_id: str) -> TrialRecord | None:
         data = self.trial_json(trial_id)
-        return TrialRecord.model_validate(data) if data is not None else None
+        if data is None:
+            return None
+        try:
+            return TrialRecord.model_validate(data)
+        except (ValidationError, RecursionError) as exc:
+            where = ""
+            if isinstance(exc, ValidationError) and exc.errors():
+                where = "field " + ".".join(map(str, exc.errors()[0]["loc"]))
+            raise self._damaged(trial_id, where or "unreadable") from None
 
-    def batch_summary(self, batch_id: str) -> BatchSummary | None:
-        """One batch by id or unique prefix, its runs in order with their distributions."""
+    def _damaged(self, trial_id: Any, why: str) -> StoreError:
+        return StoreError(f"the record of trial {trial_id} in {self.path} is damaged ({why}): "
+                          "restore the store from a backup, or run the trial again")
+
+    def batch_summary(self, batch_id: str,
+                      damaged: list[str] | None = None) -> BatchSummary | None:
+        """One batch by id or unique prefix, its runs in order with their distributions.
+        `damaged` collects the rows left out because they could not be read."""
         with self._read() as conn:
             full_id = self._resolve(conn, BatchRow, batch_id, "batch")
             if full_id is None:
                 return None
             rows = conn.execute(select(BatchRow.__table__).where(BatchRow.id == full_id)).all()
-            return self._summaries(conn, rows)[0]
+            summaries = self._summaries(conn, rows, damaged)
+        if not summaries:
+            raise StoreError(f"batch {full_id} in {self.path} is damaged: restore the store "
+                             "from a backup, or pass --store")
+        return summaries[0]
 
-    def list_batches(self, limit: int = 50, offset: int = 0) -> list[BatchSummary]:
-        """A page of batches, newest first."""
+    def list_batches(self, limit: int = 50, offset: int = 0,
+                     damaged: list[str] | None = None) -> list[BatchSummary]:
+        """A page of batches, newest first; `damaged` collects the rows left out."""
+        limit, offset = min(max(limit, 0), MAX_LIMIT), min(max(offset, 0), MAX_LIMIT)
         with self._read() as conn:
             rows = conn.execute(select(BatchRow.__table__).order_by(BatchRow.started_at.desc(),
                                                           BatchRow.id.desc())
                                 .limit(limit).offset(offset)).all()
-            return self._summaries(conn, rows)
+            return self._summaries(conn, rows, damaged)
 
-    def _summaries(self, conn: Connection, batch_rows: list[Any]) -> list[BatchSummary]:
-        """Summaries of these batches in three queries, reading no record JSON."""
+    def _summaries(self, conn: Connection, batch_rows: list[Any],
+                   damaged: list[str] | None = None) -> list[BatchSummary]:
+        """Summaries of these batches in three queries, reading no record JSON.
+        A row whose columns do not fit the model is left out and named in `damaged`."""
+        damaged = damaged if damaged is not None else []
         ids = [b.id for b in batch_rows]
         runs = conn.execute(select(RunRow.__table__).where(RunRow.batch_id.in_(ids))
                             .order_by(RunRow.position, RunRow.id)).all()
@@ -344,16 +507,21 @@ class Store:
             .where(TrialRow.batch_id.in_(ids)).order_by(TrialRow.trial, TrialRow.id)).all()
         trials_of: dict[str, list[TrialSummary]] = defaultdict(list)
         for row in trials:
-            trials_of[row.run_id].append(_trial_summary(row))
+            if (summary := _readable(lambda: _trial_summary(row), f"trial {row.id}", damaged)):
+                trials_of[row.run_id].append(summary)
         runs_of: dict[str, list[RunSummary]] = defaultdict(list)
         for run in runs:
             summaries = trials_of[run.id]
-            runs_of[run.batch_id].append(RunSummary(
-                run_id=run.id, case_id=run.case_id, variant=run.variant,
-                distribution=distribution(summaries), trials=summaries))
-        return [BatchSummary(batch_id=b.id, trigger=b.trigger, status=b.status,
-                             started_at=b.started_at, finished_at=b.finished_at,
-                             runs=runs_of[b.id]) for b in batch_rows]
+            if (one := _readable(lambda: RunSummary(
+                    run_id=run.id, case_id=run.case_id, variant=run.variant,
+                    distribution=distribution(summaries), trials=summaries),
+                    f"run {run.id}", damaged)):
+                runs_of[run.batch_id].append(one)
+        batches = [_readable(lambda: BatchSummary(
+            batch_id=b.id, trigger=b.trigger, status=b.status, started_at=b.started_at,
+            finished_at=b.finished_at, runs=runs_of[b.id]), f"batch {b.id}", damaged)
+            for b in batch_rows]
+        return [b for b in batches if b is not None]
 
     def last_event_seq(self) -> int:
         """The newest event's seq (0 when none), so a reader can follow only what comes next."""
@@ -373,8 +541,14 @@ class Store:
         if batch_id is not None:
             stmt = stmt.where(EventRow.batch_id == batch_id)
         with self._read() as conn:
-            rows = conn.execute(stmt.order_by(EventRow.seq).limit(limit)).all()
-        return [(seq, parse_event(data)) for seq, data in rows]
+            rows = conn.execute(stmt.order_by(EventRow.seq).limit(min(limit, MAX_LIMIT))).all()
+        events = []
+        for seq, data in rows:
+            try:
+                events.append((seq, parse_event(data)))
+            except (ValidationError, ValueError, TypeError, RecursionError):
+                continue  # a damaged event row: the rest of the stream still plays
+        return events
 
     def unfinished_trials(self) -> list[tuple[str, str, str]]:
         """(trial_id, batch_id, owner) of every trial not done, for the sweep at start."""

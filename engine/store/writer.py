@@ -3,13 +3,22 @@
 SQLite allows one writer at a time; funnelling every write through one thread
 keeps trial threads from contending for the lock, and batching turns
 thousands of events into a single executemany and a single fsync.
+
+A write that must be known to be stored (a trial's record) is submitted with a
+future that resolves at its commit. Another process holding the lock only
+delays writes (up to `BUSY_PATIENCE_S`); any other failure is reported at once
+to the `on_error` callback, so a batch can stop instead of running on unrecorded.
 """
 
 from __future__ import annotations
 
 import atexit
 import queue
+import sqlite3
 import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy import Connection, Engine, insert
@@ -18,19 +27,48 @@ from .tables import EventRow
 
 Write = Callable[[Connection], None]
 EventValues = dict[str, Any]  # one row of the event table
+ErrorCallback = Callable[[BaseException], None]
+Describe = Callable[[BaseException], BaseException]  # a driver error -> what callers see
 _STOP = object()
 _EVENT_TABLE = EventRow.__table__  # type: ignore[attr-defined]
 
+# How long writes keep retrying while another process holds the write lock: long
+# enough for a studio's or another run's big commit, bounded so a stuck lock ends the batch.
+BUSY_PATIENCE_S = 300.0
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tracked:
+    """A write whose commit (or failure) someone waits for."""
+
+    write: Write
+    done: Future[None]
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True when SQLite said another connection holds the lock (the busy timeout ran out)."""
+    orig = getattr(exc, "orig", exc)
+    code = getattr(orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    return isinstance(orig, sqlite3.OperationalError) and "locked" in str(orig)
+
 
 class Writer:
-    def __init__(self, engine: Engine, name: str = "proctor-store-writer") -> None:
+    def __init__(self, engine: Engine, name: str = "proctor-store-writer",
+                 on_error: ErrorCallback | None = None, describe: Describe = lambda e: e,
+                 patience_s: float = BUSY_PATIENCE_S) -> None:
         self._engine = engine
+        self._describe = describe
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._error: BaseException | None = None
+        self._on_error = on_error
+        self._patience_s = patience_s
         self._lock = threading.Lock()  # guards _closed against a put racing close()
         self._closed = False
+        # Started by the first write, so a store opened only to read (`ls`, `show`) costs no thread.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
         # A daemon thread dies with the interpreter: a forgotten close() must lose nothing.
         atexit.register(self.close)
 
@@ -39,13 +77,20 @@ class Writer:
         with self._lock:
             if self._closed:
                 return False
+            if not self.started:
+                self._thread.start()
             self._queue.put(item)
             return True
+
+    def submit(self, write: Write) -> Future[None] | None:
+        """Queue a write and return a future set at its commit; None when the writer is closed."""
+        tracked = _Tracked(write, Future())
+        return tracked.done if self.put(tracked) else None  # type: ignore[arg-type]
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued before this call is committed; False on timeout."""
         done = threading.Event()
-        if not self.put(done):
+        if not self.put(done):  # type: ignore[arg-type]
             return True  # closed: close() already drained the queue
         return done.wait(timeout)
 
@@ -55,9 +100,16 @@ class Writer:
             if self._closed:
                 return True
             self._closed = True
+            if not self.started:
+                return True  # nothing was written
             self._queue.put(_STOP)
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    @property
+    def started(self) -> bool:
+        """True once something was written."""
+        return self._thread.ident is not None
 
     def take_error(self) -> BaseException | None:
         """The first error since the last call, once."""
@@ -73,7 +125,7 @@ class Writer:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            writes = [i for i in items if callable(i)]
+            writes = [i for i in items if callable(i) or isinstance(i, _Tracked)]
             events = [i for i in items if isinstance(i, dict)]
             if writes or events:
                 self._commit(writes, events)
@@ -83,21 +135,51 @@ class Writer:
             if any(item is _STOP for item in items):
                 return
 
-    def _commit(self, writes: list[Write], events: list[EventValues]) -> None:
-        try:
-            self._transaction(writes, events)
-        except Exception:
-            # One bad write must not cost the others queued with it: retry each alone.
-            for write in writes:
-                self._attempt([write], [])
-            self._attempt([], events)
+    def _commit(self, writes: list[Write | _Tracked], events: list[EventValues]) -> None:
+        error = self._attempt(writes, events)
+        if error is None:
+            return
+        if len(writes) + bool(events) == 1:
+            self._report(error, keep=not isinstance(writes[0] if writes else None, _Tracked))
+            return
+        # One bad write must not cost the others queued with it: retry each alone.
+        for write in writes:
+            if (error := self._attempt([write], [])) is not None:
+                self._report(error, keep=not isinstance(write, _Tracked))
+        if events and (error := self._attempt([], events)) is not None:
+            self._report(error, keep=True)
 
-    def _attempt(self, writes: list[Write], events: list[EventValues]) -> None:
-        try:
-            self._transaction(writes, events)
-        except Exception as exc:
+    def _attempt(self, writes: list[Write | _Tracked], events: list[EventValues]) -> BaseException | None:
+        """Commit these in one transaction, waiting out another process's lock; settle their futures."""
+        deadline = time.monotonic() + self._patience_s
+        while True:
+            try:
+                self._transaction([w.write if isinstance(w, _Tracked) else w for w in writes], events)
+                error = None
+                break
+            except Exception as exc:
+                if is_busy(exc) and time.monotonic() < deadline:
+                    continue  # SQLite's busy timeout already waited; wait again
+                error = self._describe(exc)
+                break
+        for write in writes:
+            if isinstance(write, _Tracked) and not write.done.done():
+                if error is None:
+                    write.done.set_result(None)
+                elif len(writes) + bool(events) == 1:  # alone: this write's own failure
+                    write.done.set_exception(error)
+        return error
+
+    def _report(self, error: BaseException, keep: bool) -> None:
+        """Tell the listener at once; `keep` it for flush() unless a future already carries it."""
+        if keep:
             with self._lock:
-                self._error = self._error or exc
+                self._error = self._error or error
+        if self._on_error is not None:
+            try:
+                self._on_error(error)
+            except Exception:  # a listener's bug must not stop the writer
+                pass
 
     def _transaction(self, writes: list[Write], events: list[EventValues]) -> None:
         with self._engine.begin() as conn:
@@ -105,3 +187,4 @@ class Writer:
                 write(conn)
             if events:
                 conn.execute(insert(_EVENT_TABLE), events)
+

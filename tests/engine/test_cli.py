@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -593,3 +594,285 @@ def test_ctrl_c_exits_130_skips_the_rest_and_leaves_nothing(tmp_path, docker_cli
     assert outcomes[1:] == ["skipped", "skipped"]
     left = docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch['batch_id']}"})
     assert left == [], "the interrupted batch left containers behind"
+
+
+# --- the store fails: one line at once, never a lost "saved" ------------------------------------------
+
+SLOW_AGENT_TOML = f"""
+    [defaults]
+    image = "{BASE_IMAGE}"
+    timeout = "2m"
+    concurrency = 1
+
+    [[variants]]
+    name = "slow"
+    harness = "command"
+    command = "sh .agent/run.sh"
+"""
+
+
+def slow_suite(folder: Path, trials: int, agent: str) -> Path:
+    path = write_suite(folder, f"""
+        from engine import evaluation
+
+
+        @evaluation(trials={trials}, files={{".agent/run.sh": {agent!r}}})
+        def works_slowly(c):
+            c.send("take your time")
+            c.exec("true").to_succeed()
+    """, toml=SLOW_AGENT_TOML)
+    return path
+
+
+def start_run(path: Path, store: Path, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(path), "-v", *args, "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=store.parent)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
+    return process, lines
+
+
+def wait_for_line(process: subprocess.Popen[str], lines: list[str], words: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not any(words in line for line in lines):
+        assert process.poll() is None, "".join(lines) + process.stderr.read()
+        assert time.monotonic() < deadline, f"no line with {words!r}: " + "".join(lines)
+        time.sleep(0.05)
+
+
+def finish(process: subprocess.Popen[str], within: float) -> tuple[int, str]:
+    try:
+        code = process.wait(timeout=within)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return code, process.stderr.read()
+
+
+def stored_outcomes(store: Path) -> dict[str, str | None]:
+    with sqlite3.connect(store) as conn:
+        return dict(conn.execute("SELECT id, outcome FROM trial"))
+
+
+def test_unwritable_store_stops_before_the_first_trial(tmp_path, docker_client):
+    path = slow_suite(tmp_path / "suite", trials=2, agent="true")
+    store = tmp_path / "proctor.db"
+    from engine.store import Store
+    Store(store).close()
+    if subprocess.run(["chattr", "+i", str(store)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not possible here")
+    try:
+        done = proctor("run", path, "-v", store=store, timeout=120)
+    finally:
+        subprocess.run(["chattr", "-i", str(store)], check=True)
+    line = assert_one_line_error(done, 2, str(store), "read-only", "--store")
+    assert done.stdout == "", "a trial ran although nothing could be stored"
+    assert "saved" not in line
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 20 MB tmpfs, unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 16))
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+# After a 3 s sleep the agent prints about 1 MB of messages: more than the WAL holds, so it must grow.
+LOUD_AGENT = """sleep 3
+python3 -c 'import json
+for i in range(300): print(json.dumps({"type": "message", "role": "assistant", "text": str(i) * 3000}))'
+"""
+
+
+@pytest.mark.slow
+def test_full_disk_stops_the_batch_with_one_line_and_never_says_saved(small_disk, tmp_path, docker_client):
+    path = slow_suite(tmp_path / "suite", trials=3, agent=LOUD_AGENT)
+    store = small_disk / "proctor.db"
+    process, lines = start_run(path, store)
+    wait_for_line(process, lines, " harness ")
+    filler = fill(small_disk)
+    code, stderr = finish(process, within=60)
+    filler.unlink()
+
+    assert code == 2, (code, "".join(lines), stderr)
+    assert "Traceback" not in stderr, stderr
+    (line,) = stderr.strip().splitlines()
+    assert str(store) in line and "full" in line and "--store" in line, line
+    assert not any("#2 slow]" in l or "#3 slow]" in l for l in lines if " harness " in l), \
+        "the batch went on after the store failed"
+    stored = stored_outcomes(store)
+    for said in lines:
+        if saved := re.search(r" record +saved (t_\w+)", said):
+            assert stored.get(saved[1]), f"{said!r} but the store has no record of {saved[1]}"
+    wal = store.with_name(store.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size <= 4 << 20, f"a {wal.stat().st_size} B WAL stayed behind"
+
+
+@pytest.mark.slow
+def test_an_outside_write_lock_only_delays_the_batch(tmp_path, docker_client):
+    path = slow_suite(tmp_path / "suite", trials=2, agent="sleep 1")
+    store = tmp_path / "proctor.db"
+    process, lines = start_run(path, store, "--json")
+    # -v with --json prints nothing, so wait for the store to show the first trial running.
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        try:
+            if "running" in dict(sqlite3.connect(store).execute("SELECT status, 1 FROM trial")):
+                break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    # Another process holds the write lock for 12 s, past SQLite's busy timeout of 10 s.
+    locker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sqlite3, sys, time
+        conn = sqlite3.connect({str(store)!r}, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        print("locked", flush=True)
+        time.sleep(12)
+        conn.rollback()
+    """)], stdout=subprocess.PIPE, text=True)
+    assert locker.stdout.readline().strip() == "locked"
+    code, stderr = finish(process, within=120)
+    locker.wait(30)
+
+    assert code == 0, (code, "".join(lines), stderr)
+    batch = json.loads("".join(lines))
+    assert batch["status"] == "finished"
+    assert set(stored_outcomes(store).values()) == {"pass"}
+
+
+# --- a damaged store: one line, never a traceback (in process, no Docker) ------------------------------
+
+
+def cli(capsys, *args: str | Path) -> tuple[int, str, str]:
+    from engine.cli import main
+
+    code = main([*map(str, args)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return code, out, err
+
+
+def one_line(err: str, *words: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def saved_store(path: Path) -> str:
+    """A store holding one finished trial; returns its id."""
+    from engine.models import Failure, PhaseSpan, TrialRecord, Validation
+    from engine.store import Store
+
+    record = TrialRecord(id="t_abcdef0001", batch_id="b_1", run_id="r_1", case_id="writes_greet",
+                         variant="scripted", trial=1, trigger="cli", outcome="fail",
+                         failure=Failure(kind="assertion", reason="exit 1", where="check 1 of 1"),
+                         phases=[PhaseSpan(phase="image", status="ok", start_ms=0, end_ms=3)],
+                         validations=[Validation(kind="command", name="pytest", status="failed")])
+    with Store(path) as store:
+        store.create_batch("b_1", "cli", "", "2026-11-29T17:40:47.120Z")
+        store.create_run("r_1", "b_1", "writes_greet", "scripted", 0)
+        store.save_trial(record)
+    return record.id
+
+
+@pytest.mark.parametrize("version", ["'abc'", "0", None], ids=["abc", "zero", "missing"])
+@pytest.mark.parametrize("command", [["ls"], ["ls", "--json"], ["show", "t_abcdef0001"],
+                                     ["run", DEMO]], ids=["ls", "ls-json", "show", "run"])
+def test_a_store_with_a_bad_schema_version_gets_one_line(tmp_path, capsys, version, command):
+    store = tmp_path / "proctor.db"
+    saved_store(store)
+    with sqlite3.connect(store) as conn:
+        if version is None:
+            conn.execute("DELETE FROM meta WHERE key = 'schema_version'")
+        else:
+            conn.execute(f"UPDATE meta SET value = {version} WHERE key = 'schema_version'")
+    code, out, err = cli(capsys, *command, "--store", store)
+    assert code == 2 and out == ""
+    one_line(err, str(store), "schema", "--store")
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE trial SET record = '{\"id\": \"t_abcdef0001\", broken'",
+    "UPDATE trial SET record = '{}'",
+    "UPDATE trial SET record = '[1, 2]'",
+    "UPDATE trial SET record = json_remove(record, '$.phases', '$.case_id', '$.failure')",
+    "UPDATE trial SET record = json_set(record, '$.phases[0].end_ms', 'soon', '$.failure', 5)",
+    "UPDATE trial SET record = NULL",
+], ids=["corrupt-json", "empty", "a-list", "missing-fields", "wrong-types", "null"])
+def test_show_of_a_damaged_record_never_tracebacks(tmp_path, capsys, damage):
+    store = tmp_path / "proctor.db"
+    trial_id = saved_store(store)
+    with sqlite3.connect(store) as conn:
+        conn.execute(damage)
+    code, out, err = cli(capsys, "show", trial_id, "--store", store)
+    if code == 0:
+        assert trial_id in out and err == ""  # showed what can be shown
+    else:
+        assert code == 2 and out == ""
+        one_line(err, trial_id)
+    code, out, err = cli(capsys, "show", trial_id, "--json", "--store", store)
+    if code == 0:
+        json.loads(out)
+    else:
+        assert code == 2 and out == ""
+        one_line(err, trial_id)
+
+
+def test_ls_with_a_huge_limit_lists_everything(tmp_path, capsys):
+    store = tmp_path / "proctor.db"
+    saved_store(store)
+    code, out, err = cli(capsys, "ls", "--limit", "99999999999999999999", "--store", store)
+    assert code == 0 and err == "" and "b_1" in out
+
+
+@pytest.mark.slow
+def test_an_unreachable_docker_host_ends_the_batch_with_one_line(tmp_path, docker_client):
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation
+
+
+        @evaluation(trials=2)
+        def anywhere(c):
+            c.send("hi")
+    """, toml=f"""
+        [defaults]
+        image = "{BASE_IMAGE}"
+
+        [[hosts]]
+        url = "tcp://127.0.0.1:1"
+
+        [[variants]]
+        name = "scripted"
+        command = "true"
+    """)
+    store = tmp_path / "proctor.db"
+    done = proctor("run", path, store=store, timeout=120)
+    assert_one_line_error(done, 3, "tcp://127.0.0.1:1", "[[hosts]]")
+    with sqlite3.connect(store) as conn:
+        statuses = [row[0] for row in conn.execute("SELECT status FROM batch")]
+        trials = list(conn.execute("SELECT status, outcome FROM trial"))
+    assert statuses in ([], ["failed"]), statuses
+    assert all(status == "done" and outcome for status, outcome in trials), trials

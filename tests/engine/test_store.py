@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -279,3 +281,144 @@ def test_writes_after_close_are_refused(tmp_path):
     s.close()
     with pytest.raises(StoreError, match="is closed"):
         s.heartbeat("b_1", NOW)
+
+
+# --- failures surface at once; a lock only delays; the WAL stays bounded ---------------------------
+
+
+def test_a_failed_write_is_reported_at_once_to_listeners(store):
+    failures: list[StoreError] = []
+    reported = threading.Event()
+    store.add_error_listener(lambda error: (failures.append(error), reported.set()))
+    store.create_batch("b_1", "cli", owner="", started_at=NOW)
+    store.create_batch("b_1", "cli", owner="", started_at=NOW)  # duplicate id
+    assert reported.wait(5), "the writer kept the failure to itself"
+    assert isinstance(failures[0], StoreError) and "\n" not in str(failures[0])
+    with pytest.raises(StoreError, match="UNIQUE"):
+        store.flush()  # and once more to whoever flushes
+
+
+def test_save_trial_returns_once_committed_or_raises(store):
+    store.save_trial(finished("t_1", "r_1", 1, "pass", 1)).result(timeout=5)
+    with sqlite3.connect(store.path) as conn:  # another connection sees it: it is committed
+        assert conn.execute("SELECT outcome FROM trial WHERE id = 't_1'").fetchone() == ("pass",)
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.save_trial(finished("t_2", "r_1", 2, "pass", 1))
+
+
+def test_an_unwritable_store_fails_its_write_check(tmp_path):
+    path = tmp_path / "proctor.db"
+    Store(path).close()
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not possible here")
+    try:
+        s = Store(path)  # reading still works
+        with pytest.raises(StoreError, match="read-only.*--store"):
+            s.check_writable()
+        s._writer.close()
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def hold_write_lock(path, seconds: float) -> subprocess.Popen:
+    """Another process doing BEGIN IMMEDIATE and sleeping; returns once it holds the lock."""
+    locker = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"conn = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+        "conn.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        f"time.sleep({seconds})\n"
+        "conn.rollback()\n")], stdout=subprocess.PIPE, text=True)
+    assert locker.stdout.readline().strip() == "locked"
+    return locker
+
+
+def test_an_outside_write_lock_longer_than_the_busy_timeout_only_delays_writes(tmp_path, monkeypatch):
+    import engine.store.store as store_module
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)  # the lock outlasts it many times over
+    s = Store(tmp_path / "proctor.db")
+    try:
+        s.create_batch("b_1", "cli", owner="", started_at=NOW)
+        s.flush()
+        locker = hold_write_lock(s.path, 3)
+        started = time.monotonic()
+        s.save_trial(finished("t_1", "r_1", 1, "pass", 1))
+        s.create_batch("b_2", "cli", owner="", started_at=NOW)
+        s.flush(timeout=60)  # no StoreError: nothing failed, it waited
+        assert time.monotonic() - started >= 2
+        locker.wait(10)
+        assert s.get_trial("t_1").outcome == "pass" and s.batch_summary("b_2") is not None
+    finally:
+        s.close()
+
+
+def test_opening_waits_out_an_outside_write_lock(tmp_path, monkeypatch):
+    import engine.store.store as store_module
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    path = tmp_path / "proctor.db"
+    sqlite3.connect(path).close()  # an empty file: opening it must create the tables
+    locker = hold_write_lock(path, 2)
+    with Store(path) as s:
+        assert s.list_batches() == []
+    locker.wait(10)
+
+
+def test_one_big_commit_leaves_no_big_wal(store):
+    wal = store.path.with_name(store.path.name + "-wal")
+    big = "x" * (20 << 20)
+    store.save_trial(finished("t_1", "r_1", 1, "pass", 1).model_copy(update=dict(setup_log=big)))
+    store.flush()
+    for n in range(3):  # later small commits checkpoint and restart the WAL
+        store.create_batch(f"b_{n}", "cli", owner="", started_at=NOW)
+        store.flush()
+    assert wal.stat().st_size <= 4 << 20, f"WAL of {wal.stat().st_size} B while open"
+    store.close()
+    assert not wal.exists() or wal.stat().st_size == 0, "close left a WAL behind"
+
+
+# --- damaged contents: one StoreError or left out, never a traceback ------------------------------
+
+
+@pytest.mark.parametrize("value", ["'abc'", "0", "-3", "'1e999'", "''"])
+def test_an_unreadable_schema_version_is_refused_in_one_sentence(tmp_path, value):
+    path = tmp_path / "proctor.db"
+    Store(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE meta SET value = {value} WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version.*--store") as err:
+        Store(path)
+    assert "\n" not in str(err.value)
+
+
+def test_damaged_rows_are_left_out_and_named(store):
+    for n, outcome in enumerate(["pass", "fail"], 1):
+        store.save_trial(finished(f"t_{n}", "r_1", n, outcome, 1))
+    store.create_batch("b_1", "cli", owner="", started_at=NOW)
+    store.create_run("r_1", "b_1", "writes_greet", "scripted", 0)
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE trial SET outcome = 'exploded' WHERE id = 't_2'")
+    damaged: list[str] = []
+    (batch,) = store.list_batches(damaged=damaged)
+    assert [t.id for t in batch.runs[0].trials] == ["t_1"] and damaged == ["trial t_2"]
+
+
+def test_a_damaged_record_is_one_store_error(store):
+    store.save_trial(finished("t_1", "r_1", 1, "pass", 1))
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE trial SET record = json_set(record, '$.phases', 'none')")
+    with pytest.raises(StoreError, match="t_1.*damaged.*phases"):
+        store.get_trial("t_1")
+
+
+def test_a_damaged_event_is_skipped(store):
+    store.add_event(progress("t_1", 1))
+    store.add_event(progress("t_1", 2))
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE event SET json = '{\"type\": \"nope\"}' WHERE seq = 1")
+    assert [e.message for _, e in store.events(trial_id="t_1")] == ["2"]
