@@ -1,51 +1,77 @@
-"""The workspace phase: an empty folder, an empty git repository, a local folder,
-or a git repository at a ref, placed at /workspace."""
+"""The workspace phase: an empty folder, a local folder, a git repository's tree at a
+ref (fetched on the host, see git_source), or a git repository, placed at /workspace.
+
+What a git workspace holds:
+- `git(src, ref=…)`: the ref's tree, and no `.git` at all;
+- `git(src, ref=…, init=True)`: that tree and a fresh `.git` whose one commit holds it;
+- `git(init=True)`: an empty tree and a `.git` with one empty commit, so `HEAD` exists
+  (`git diff HEAD`, `git stash`, `git reset` work) as in every other init workspace.
+"""
 
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
-import tempfile
 from pathlib import Path
 
 from ..errors import Void
 from ..sandbox.container import WORKSPACE, Sandbox
 from ..spec import Git, WorkspaceSpec
+from .git_source import AGENT_CONFIG, BRANCH, IDENTITY, MESSAGE, GitSources
 
 
-def place(sandbox: Sandbox, spec: WorkspaceSpec) -> str:
-    """Put the workspace in place; returns the phase's one-line description."""
+def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = None) -> str:
+    """Put the workspace in place; returns the phase's one-line description.
+
+    `sources`: the batch's git sources, fetched once for all its trials (a trial alone
+    gets its own)."""
     if isinstance(spec, str):
         sandbox.put_archive("/", _tar_folder(Path(spec)))
         return f"folder {spec}"
-    if isinstance(spec, Git) and not spec.init:
-        with tempfile.TemporaryDirectory(prefix="proctor-ws-") as tmp:
-            _clone(spec, Path(tmp) / "repo")
-            sandbox.put_archive("/", _tar_folder(Path(tmp) / "repo"))
-        return f"git {spec.source}" + (f" at {spec.ref}" if spec.ref else "")
+    if isinstance(spec, Git) and spec.source:
+        own = sources is None
+        sources = sources or GitSources()
+        try:
+            return _place_git(sandbox, spec, sources)
+        finally:
+            if own:
+                sources.close()
     sandbox.put_archive("/", _tar_folder(None))
     if isinstance(spec, Git):
-        out = sandbox.exec("git init -q . && git config user.email agent@proctor.local "
-                           "&& git config user.name agent", timeout=30)
+        out = sandbox.exec(_EMPTY_REPOSITORY, timeout=60)
         if out.exit_code != 0:
-            raise Void(f"git init failed in the sandbox (exit {out.exit_code}): the image needs git "
-                       f"for git(init=True) · {out.output.strip()[:200]}", "workspace")
-        return "git init"
+            raise Void(f"git init failed in the sandbox (exit {out.exit_code}): the image needs "
+                       f"git for git(init=True) · {out.output.strip()[:200]}", "workspace")
+        return "git init · one empty commit"
     return "empty folder"
 
 
-def _clone(spec: Git, target: Path) -> None:
-    def git(*args: str) -> None:
-        result = subprocess.run(["git", *args], capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            raise Void(f"could not check out {spec.source}"
-                       f"{' at ' + spec.ref if spec.ref else ''}: {result.stderr.strip()[:200]}",
-                       "workspace")
+def _place_git(sandbox: Sandbox, spec: Git, sources: GitSources) -> str:
+    assert spec.source is not None
+    fetched, cached = sources.get(spec.source, spec.ref, spec.init)
+    # Streamed from the host copy: a big tree never sits in memory, once per trial.
+    with fetched.tree_tar.open("rb") as tree:
+        sandbox.put_archive("/", tree)
+    if spec.init:
+        assert fetched.repo_tar is not None
+        with fetched.repo_tar.open("rb") as repo:
+            sandbox.put_archive("/", repo)
+        # The index was written on the host: give it this sandbox's file stats (if it has git).
+        sandbox.exec("git update-index -q --refresh >/dev/null 2>&1; true", timeout=60)
+    at = f" at {spec.ref}" if spec.ref else ""
+    if not (spec.ref and fetched.commit.startswith(spec.ref)):
+        at += f" ({fetched.commit[:12]})"
+    what = "tree and a one-commit .git" if spec.init else "tree only, no .git"
+    return f"git {spec.source}{at} · {what}" + (" · cached" if cached else "")
 
-    git("clone", "-q", "--no-hardlinks", str(spec.source), str(target))
-    if spec.ref:
-        git("-C", str(target), "checkout", "-q", spec.ref)
+
+_EMPTY_REPOSITORY = " && ".join([
+    "git init -q .",
+    f"git symbolic-ref HEAD refs/heads/{BRANCH}",
+    *(f"git config {key} {value}" for key, value in AGENT_CONFIG.items()),
+    " ".join(f"{k}='{v}'" for k, v in IDENTITY.items())
+    + f" git commit -q --allow-empty --no-verify --no-gpg-sign -m {MESSAGE}",
+])
 
 
 def _tar_folder(folder: Path | None) -> bytes:
