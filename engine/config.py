@@ -2,44 +2,55 @@
 
 Found next to the eval file or in a parent folder, or given by `--config`.
 A file that is wrong ends in `EvalFileError` naming the file (and line, where
-TOML gives one).
+TOML gives one), in one line: values are checked by type (strict, so `true` is
+no number), and every bound is the eval file's (`engine.spec`).
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
 
-from .spec import Case, EvalFileError, parse_duration, parse_size
+from .spec import (Case, Command, Concurrency, Cpus, Duration, EnvName, EvalFileError, Filled, Memory, Pids,
+                   Reference, Size, Trials, User, explain, name_list, shown)
 
 CONFIG_NAME = "proctor.toml"
 
 
-# "15m", "90s", "1h30m" or a number of seconds, as everywhere else in Proctor.
-Duration = Annotated[float, BeforeValidator(lambda v: parse_duration(v))]
-# "4g", "512m" or a number of bytes.
-Size = Annotated[int, BeforeValidator(lambda v: parse_size(v))]
+def _http_url(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {shown(value)}")
+    parts = urlsplit(value) if value.isprintable() and " " not in value else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"must be an http:// or https:// URL such as 'https://api.openai.com/v1', "
+                         f"not {shown(value)}")
+    return value
+
+
+HttpUrl = Annotated[str, PlainValidator(_http_url)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Defaults(_Section):
-    image: str | None = None
+    image: Reference | None = None
     timeout: Duration = 15 * 60
-    concurrency: int = Field(default=4, ge=1)
-    trials: int = Field(default=1, ge=1)
+    concurrency: Concurrency = 4
+    trials: Trials = 1
     # The sandbox's limits (SPEC.md additions); each case may override them.
-    memory: Size = 4 << 30
-    pids: int = Field(default=1024, ge=16)
-    cpus: float = Field(default=2.0, gt=0, le=1024)
+    memory: Memory = 4 << 30
+    pids: Pids = 1024
+    cpus: Cpus = 2.0
     disk: Size = 10 << 30
-    user: Literal["agent", "root"] = "agent"
+    user: User = "agent"
 
     def resources(self, case: Case) -> "Resources":
         """This case's limits: its own where it sets them, these defaults elsewhere."""
@@ -65,26 +76,40 @@ class Resources(BaseModel):
 class Variant(_Section):
     name: str
     harness: Literal["command", "mini"] = "command"
-    command: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    max_steps: int = Field(default=30, ge=1)
+    command: Command | None = None
+    model: Filled | None = None
+    base_url: HttpUrl | None = None
+    api_key_env: EnvName | None = None
+    max_steps: int = Field(default=30, ge=1, le=10_000)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", v):
-            raise ValueError("a variant name is 1-64 letters, digits, '_', '.' or '-'")
+            raise ValueError(f"must be 1-64 letters, digits, '_', '.' or '-', not {shown(v)}")
         return v
 
 
 class JudgeConfig(_Section):
-    base_url: str
-    model: str
-    api_key_env: str | None = None
-    retries: int = Field(default=2, ge=0)
+    base_url: HttpUrl
+    model: Filled
+    api_key_env: EnvName | None = None
+    retries: int = Field(default=2, ge=0, le=10)
     timeout: Duration = 60
+
+
+def parse_endpoint(text: str) -> tuple[IPv4Address | IPv6Address, int]:
+    """`"127.0.0.1:8080"` or `"[::1]:8080"` as an address and a port; ValueError otherwise."""
+    host, colon, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    try:
+        # An IPv6 address is bracketed: "::1:80" could be either.
+        if not colon or not port.isdigit() or not 0 < int(port) < 65536 or (":" in host) != bracketed:
+            raise ValueError
+        return ip_address(host), int(port)
+    except ValueError:
+        raise ValueError(f'{text!r} is not ip:port, such as "127.0.0.1:8080" or "[::1]:8080"') from None
 
 
 class GatewayConfig(_Section):
@@ -93,12 +118,19 @@ class GatewayConfig(_Section):
     # Private or loopback "ip:port" an allow entry may reach; none by default.
     private: list[str] = Field(default_factory=list)
 
+    @field_validator("private")
+    @classmethod
+    def _private(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            parse_endpoint(entry)
+        return v
+
 
 class HostConfig(_Section):
     """One Docker daemon of the pool: `unix:///…`, `tcp://…` (with TLS) or `ssh://…`."""
 
     url: str
-    slots: int = Field(default=4, ge=1)
+    slots: Concurrency = 4
     tls: bool = False
     ca_cert: str | None = None
     client_cert: str | None = None
@@ -108,7 +140,7 @@ class HostConfig(_Section):
     @classmethod
     def _url(cls, v: str) -> str:
         if not re.match(r"^(unix|tcp|ssh|npipe)://", v):
-            raise ValueError("a host url starts with unix://, tcp:// or ssh://")
+            raise ValueError(f"must start with unix://, tcp:// or ssh://, not {shown(v)}")
         return v
 
 
@@ -130,7 +162,7 @@ class Config(_Section):
         unknown = [n for n in names if n not in known]
         if unknown:
             raise EvalFileError(
-                f"no variant named {', '.join(unknown)} (variants: {', '.join(known)})", self.path)
+                f"no variant named {name_list(unknown)} (variants: {name_list(list(known))})", self.path)
         return [known[n] for n in dict.fromkeys(names)]  # `--variant a --variant a` runs a once
 
 
@@ -146,19 +178,21 @@ def find_config(start: Path) -> Path | None:
 def load_config(path: Path | None) -> Config:
     if path is None:
         return Config()
+    text = _read(path)
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise EvalFileError(f"cannot read: {e.strerror}", path) from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         line = re.search(r"line (\d+)", str(e))
         raise EvalFileError(f"not valid TOML: {e}", path, int(line.group(1)) if line else None) from None
+    except RecursionError:  # tomllib recurses for each level of nesting
+        raise EvalFileError("tables or arrays nested too deeply to read", path) from None
+    if "path" in data:  # Config.path is where the file was found, never read from it
+        raise EvalFileError("path is not a known key", path, _line_of(text, ("path",)))
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise EvalFileError(f"{where}: {err['msg']}", path, _line_of(path, err["loc"])) from None
+        loc = e.errors(include_url=False)[0]["loc"]
+        raise EvalFileError(explain(e, toml=True), path, _line_of(text, loc)) from None
     names = [v.name for v in config.variants]
     if len(set(names)) != len(names):
         raise EvalFileError("two variants share a name", path)
@@ -168,12 +202,26 @@ def load_config(path: Path | None) -> Config:
     return config.model_copy(update={"path": path})
 
 
-def _line_of(path: Path, loc: tuple) -> int | None:
+def _read(path: Path) -> str:
+    """The file as text: UTF-8, as TOML requires."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise EvalFileError(f"cannot read: {e.strerror}", path) from None
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as e:
+        raise EvalFileError(f"not UTF-8 text (byte 0x{data[e.start]:02x}): save it as UTF-8",
+                            path, data.count(b"\n", 0, e.start) + 1) from None
+    return text
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
     """Best effort: the line of the last key named in a validation error."""
     keys = [k for k in loc if isinstance(k, str)]
     if not keys:
         return None
-    for number, text in enumerate(path.read_text().splitlines(), 1):
-        if re.match(rf"\s*\[*{re.escape(keys[-1])}\b", text):
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*\[*{re.escape(keys[-1])}\b", line):
             return number
     return None

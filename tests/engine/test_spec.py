@@ -218,7 +218,7 @@ def test_bad_step_timeout_points_at_the_step(tmp_path):
         def builds(c):
             pass
     """)
-    assert_points_at(load_error(path), path, line_of(path, 'Step("make"'), "step timeout", "'soon'")
+    assert_points_at(load_error(path), path, line_of(path, 'Step("make"'), "Step timeout", "'soon'")
 
 
 @pytest.mark.parametrize("trials", ["0", "-1", "1.5", "'3'"])
@@ -475,12 +475,12 @@ def test_parse_duration(value, seconds):
     "fast", "", "15", "15 minutes", "m", "10x", "-5s", "0s", "0", 0, -1, True, None,
 ])
 def test_parse_duration_refuses(value):
-    with pytest.raises(ValueError, match="bad timeout"):
+    with pytest.raises(ValueError, match="^timeout must be"):
         parse_duration(value)
 
 
 def test_parse_duration_names_what_it_parses():
-    with pytest.raises(ValueError, match=r"bad step timeout 'soon'"):
+    with pytest.raises(ValueError, match=r"^step timeout must be a duration such as .*, not 'soon'"):
         parse_duration("soon", "step timeout")
 
 
@@ -643,3 +643,249 @@ def test_no_variants_declared_says_where_to_add_one(tmp_path):
     """)
     with pytest.raises(EvalFileError, match=r"no \[\[variants\]\] declared"):
         load_config(path).select_variants(None)
+
+
+# --- options checked by type (issue 8, item 11) ------------------------------------------------------
+
+
+def eval_with(tmp_path: Path, options: str, name: str = "typed", imports: str = "") -> Path:
+    """An eval file whose one decorator holds `options` (on one line), marked `# HERE` for line_of."""
+    options = " ".join(part.strip() for part in options.splitlines())
+    return write(tmp_path / f"{name}.eval.py", f"""
+        import math
+        from pathlib import Path
+
+        from engine import Dockerfile, Install, Secret, Step, evaluation, git
+        {imports}
+
+        @evaluation({options})  # HERE
+        def typed(c):
+            pass
+    """)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    # A string where a list is expected would be split into characters: refused, with the fix.
+    ('setup="echo hi"', ["setup must be a list of commands, not a string: setup=['echo hi']"]),
+    ('allow="example.com"', ["allow must be a list of host names, not a string: allow=['example.com']"]),
+    ('tags="abc"', ["tags must be a list of tags, not a string: tags=['abc']"]),
+    ('secrets={"API_KEY": Secret(hosts="api.example.test")}',
+     ["hosts must be a list of host names, not a string: hosts=['api.example.test']"]),
+    ('image=Install("proctor-test-base:bookworm", "apt-get install -y git")',
+     ["commands must be a list of commands, not a string: commands=['apt-get install -y git']"]),
+    # A bool is not a number.
+    ("trials=True", ["trials", "True"]),
+    ("pids=True", ["pids", "True"]),
+    ("cpus=True", ["cpus", "True"]),
+    ("trials=10**30", ["trials", "at most"]),
+    ("pids=10**30", ["pids", "at most"]),
+    ("cpus=math.nan", ["cpus", "nan"]),
+    ("cpus=1e-9", ["cpus", "at least 0.01"]),
+    ("memory=1", ["memory", "at least 6 MiB"]),
+    ('memory="' + "9" * 400 + 'g"', ["memory"]),
+    ("rules=123", ["rules must be a string, not 123"]),
+    ('rules="\\ud800"', ["rules", "surrogate"]),
+    # A timeout is finite and at most 7 days, in the eval file and in a Step.
+    ("timeout=math.inf", ["timeout", "inf", "7 days"]),
+    ("timeout=math.nan", ["timeout", "nan"]),
+    ('timeout="99999999999h"', ["timeout", "'99999999999h'", "7 days"]),
+    ('timeout="' + "9" * 400 + 's"', ["timeout", "7 days"]),
+    ('timeout="8d"', ["timeout", "'8d'"]),
+    ('setup=[Step("make", timeout=math.inf)]', ["Step timeout", "7 days"]),
+    ('setup=[Step("make", timeout=True)]', ["Step timeout", "True"]),
+    ('setup=[Step(["make"])]', ["Step command must be a shell command (a string), not ['make']"]),
+    ('setup=[""]', ["setup[0]", "empty"]),
+    ('setup=["true", 5]', ["setup[1] must be a command or Step(...), not 5"]),
+    ('setup=["echo \\0"]', ["setup[0]", "NUL"]),
+    # The workspace's git(): its types are checked here whatever git() itself accepts.
+    ("workspace=git(init=True, ref=5)", ["ref", "5"]),
+    ("workspace=5", ["workspace", "5"]),
+    ('workspace=""', ["workspace", "empty"]),
+    # env and secrets: names are variable names, values are strings.
+    ('env={"LANG": 1}', ["env['LANG'] must be a string, not 1"]),
+    ('env={1: "x"}', ["env key must be a string, not 1"]),
+    ('env={"NOT A NAME": "x"}', ["env key must be a variable name", "not 'NOT A NAME'"]),
+    ('env={"A": "x\\0y"}', ["env['A']", "NUL"]),
+    ('env=["LANG=C"]', ["env must be a dict", "['LANG=C']"]),
+    ('env={"K": "x"}, secrets={"K": Secret(hosts=["h.test"])}', ["'K'", "both in env and in secrets"]),
+    ('secrets={"1BAD": Secret(hosts=["api.example.test"])}', ["secrets key must be a variable name", "'1BAD'"]),
+    ('secrets={"API_KEY": "sk-123"}', ["secrets['API_KEY'] must be Secret(...), not 'sk-123'"]),
+    ('secrets={"API_KEY": Secret(hosts=[])}', ["Secret hosts", "at least one host"]),
+    ('secrets={"API_KEY": Secret(hosts=["h.test"], env="not a name")}', ["Secret env", "variable name"]),
+    ('secrets={"API_KEY": Secret(hosts=["https://api.example.test/v1"])}', ["Secret hosts[0]", "host name"]),
+    ('allow=["pypi.org", None]', ["allow[1] must be a string, not None"]),
+    ('allow=["https://pypi.org"]', ["allow[0]", "host name"]),
+    ('allow=[""]', ["allow[0]", "host name"]),
+    # files: keys are relative paths, contents str, bytes or a Path to a regular file.
+    ('files={1: "x"}', ["files key must be a string, not 1"]),
+    ('files={"": "x"}', ["files key", "empty"]),
+    ('files={".": "x"}', ["files key must be a file path", "'.'"]),
+    ('files={"a" * 256: "x"}', ["files key", "255 bytes"]),
+    ('files={"a.txt": 3}', ["files['a.txt'] must be str, bytes or a Path, not 3"]),
+    ('files={"a.txt": "\\ud800"}', ["files['a.txt']", "surrogate"]),
+    # Only a regular file is read (a device such as /dev/zero would never end).
+    ('files={"a.txt": Path(".")}', ["files['a.txt']", "regular file"]),
+    # image: a non-empty reference, Dockerfile(...) or Install(...).
+    ('image=""', ["image", "empty"]),
+    ('image="proctor test"', ["image", "whitespace"]),
+    ('image=Install("", [])', ["Install base", "empty"]),
+    ("image=Dockerfile(5)", ["Dockerfile path", "5"]),
+    # tags: strings; a None or number is refused, not a crash at run time.
+    ("tags=[1, None]", ["tags[0] must be a string, not 1"]),
+    ('tags=[""]', ["tags[0]", "empty"]),
+    ('user="nobody"', ["user", "'nobody'"]),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_a_wrong_option_is_refused_at_its_line_with_one_sentence(tmp_path, options, words):
+    path = eval_with(tmp_path, options)
+    error = load_error(path)
+    assert_points_at(error, path, line_of(path, "# HERE"), *words)
+    assert len(str(error)) < len(str(path)) + 300
+
+
+def test_an_over_long_case_id_is_elided_in_the_message(tmp_path):
+    path = write(tmp_path / "long.eval.py", f"""
+        from engine import evaluation
+
+
+        @evaluation()
+        def {"x" * 10_000}(c):
+            pass
+    """)
+    error = load_error(path)
+    assert_points_at(error, path, line_of(path, "@evaluation"), "longer than 100", "x" * 40 + "…")
+    assert len(str(error)) < len(str(path)) + 200
+
+
+def test_an_unknown_case_asked_for_is_elided_and_escaped_in_the_message(tmp_path):
+    path = write(tmp_path / "cases.eval.py", CASES)
+    with pytest.raises(EvalFileError) as caught:
+        load_cases([path], ["y" * 10_000, "\x1b[2J"])
+    text = str(caught.value)
+    assert "y" * 40 + "…" in text and len(text) < 300
+    assert "\x1b" not in text and "\\x1b[2J" in text  # no terminal escape reaches the terminal
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("""
+        @evaluation()
+        async def typed(c):
+            pass
+    """, ["async"]),
+    ("""
+        @evaluation()
+        def typed():
+            pass
+    """, ["one argument", "def typed(c)"]),
+    ("""
+        @evaluation
+        def typed(c):
+            pass
+    """, ["@evaluation()"]),
+])
+def test_a_case_function_the_engine_cannot_call_is_refused(tmp_path, source, words):
+    path = write(tmp_path / "fn.eval.py", "from engine import evaluation\n\n" + textwrap.dedent(source))
+    assert_points_at(load_error(path), path, line_of(path, "@evaluation"), *words)
+
+
+def test_an_exception_with_a_multi_line_message_is_one_line(tmp_path):
+    path = write(tmp_path / "raise.eval.py", """
+        from engine import evaluation
+
+        raise ValueError("first\\nsecond\\r\\nthird " + "z" * 5000)  # RAISE
+    """)
+    error = load_error(path)
+    assert_points_at(error, path, line_of(path, "# RAISE"), "ValueError: first second third")
+    assert len(str(error)) < len(str(path)) + 600
+
+
+def test_valid_typed_options_still_load(tmp_path):
+    path = eval_with(tmp_path, """
+        image=Install("proctor-test-base:bookworm", ("apt-get update", "apt-get install -y git")),
+        env={"LANG": "C.UTF-8", "_X1": ""},
+        secrets={"API_KEY": Secret(("api.example.test", "*.example.org"), env="HOST_KEY")},
+        allow=("pypi.org", "*.pythonhosted.org", "10.0.0.1", "localhost"),
+        setup=("true", Step("make", timeout=90)),
+        timeout=1.5, trials=2, tags=("smoke", "slow one"), memory="512m", pids=64, cpus=1, disk=1 << 30,
+        user="root", files={"a/b.txt": b"x", "c.txt": "y"}, rules="",
+    """)
+    (case,) = load_eval_file(path)
+    assert case.image.commands == ("apt-get update", "apt-get install -y git")
+    assert case.secrets["API_KEY"].hosts == ("api.example.test", "*.example.org")
+    assert case.secrets["API_KEY"].env == "HOST_KEY"
+    assert case.allow == ["pypi.org", "*.pythonhosted.org", "10.0.0.1", "localhost"]
+    assert case.setup == [Step("true"), Step("make", timeout=90)]
+    assert case.timeout == 1.5 and case.trials == 2 and case.tags == ["smoke", "slow one"]
+    assert (case.memory, case.pids, case.cpus, case.disk, case.user) == (512 << 20, 64, 1.0, 1 << 30, "root")
+    assert case.files == {"a/b.txt": b"x", "c.txt": b"y"} and case.rules == ""
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "99999999999h", "9" * 400 + "s", 8 * 86400, "8d"])
+def test_parse_duration_refuses_what_is_not_finite_or_past_seven_days(value):
+    with pytest.raises(ValueError, match="timeout"):
+        parse_duration(value)
+
+
+def test_parse_duration_allows_seven_days():
+    assert parse_duration("168h") == 7 * 86400
+
+
+# --- proctor.toml mistakes (issue 8, item 12) -----------------------------------------------------
+
+
+def test_a_non_utf8_config_is_one_line_naming_file_and_line(tmp_path):
+    path = tmp_path / "proctor.toml"
+    path.write_bytes(b'[defaults]\nimage = "caf\xe9"\n')
+    text = config_error(path)
+    assert text.startswith(f"{path}:2: "), text
+    assert "UTF-8" in text and "\n" not in text
+
+
+@pytest.mark.parametrize("deep", [
+    "a = " + "[" * 5000 + "]" * 5000,
+    "a = " + "{b = " * 5000 + "1" + "}" * 5000,
+    "[defaults]\nimage = " + "[" * 5000 + "]" * 5000,
+])
+def test_a_config_nested_5000_levels_deep_is_one_line(tmp_path, deep):
+    path = tmp_path / "proctor.toml"
+    path.write_text(deep + "\n")
+    text = config_error(path)
+    assert text.startswith(f"{path}"), text
+    assert "nested" in text and "\n" not in text and len(text) < len(str(path)) + 300
+
+
+@pytest.mark.parametrize(("toml", "words"), [
+    ("[defaults]\ntimeout = nan", ["defaults.timeout", "nan"]),
+    ("[defaults]\ntimeout = inf", ["defaults.timeout", "inf"]),
+    ('[defaults]\ntimeout = "nan"', ["defaults.timeout", "'nan'"]),
+    ('[defaults]\ntimeout = "99999999999h"', ["defaults.timeout", "7 days"]),
+    ("[defaults]\nconcurrency = 1000000000000000000000000000000", ["defaults.concurrency", "at most"]),
+    ("[defaults]\nconcurrency = true", ["defaults.concurrency", "True"]),
+    ("[defaults]\nconcurrency = 2.0", ["defaults.concurrency", "2.0"]),
+    ("[defaults]\ntrials = 1000000000000000000000000000000", ["defaults.trials", "at most"]),
+    ("[defaults]\npids = 1000000000000000000000000000000", ["defaults.pids", "at most"]),
+    ("[defaults]\ncpus = nan", ["defaults.cpus", "nan"]),
+    ('[defaults]\nmemory = "' + "9" * 400 + 'g"', ["defaults.memory"]),
+    ("[defaults]\nmemory = 1", ["defaults.memory", "at least 6 MiB"]),
+    ('[defaults]\nimage = ""', ["defaults.image", "empty"]),
+    ("[defaults]\nimage = 5", ["defaults.image must be a string, not 5"]),
+    ('defaults = "x"', ["defaults must be a table", "'x'"]),
+    ('[[variants]]\nname = 5\ncommand = "true"', ["variants[0].name must be a string, not 5"]),
+    ('[[variants]]\nname = "a"\ncommand = "true"\nmax_steps = 1000000000000000000000000000000',
+     ["variants[0].max_steps", "at most"]),
+    ('[[variants]]\nname = "a"\ncommand = ""', ["variants[0].command", "empty"]),
+    ('[[variants]]\nname = "a"\ncommand = "true"\napi_key_env = "not a name"', ["api_key_env", "variable name"]),
+    ('[judge]\nbase_url = "https://x.test/v1"\nmodel = "m"\nretries = 1000000000000000000000000000000',
+     ["judge.retries", "at most"]),
+    ('[judge]\nbase_url = "https://x.test/v1"\nmodel = "m"\ntimeout = inf', ["judge.timeout", "inf"]),
+    ('[judge]\nbase_url = "x.test"\nmodel = "m"', ["judge.base_url", "http"]),
+    ('[[hosts]]\nurl = "unix:///x.sock"\nslots = 1000000000000000000000000000000', ["hosts[0].slots", "at most"]),
+    ('variants = "x"', ["variants must be a list", "'x'"]),
+], ids=lambda v: v.replace("\n", " ")[:60] if isinstance(v, str) else None)
+def test_a_wrong_config_value_is_one_line_naming_the_key(tmp_path, toml, words):
+    path = tmp_path / "proctor.toml"
+    path.write_text(toml + "\n")
+    text = config_error(path)
+    assert text.startswith(f"{path}"), text
+    assert "\n" not in text and len(text) < len(str(path)) + 300, text
+    for word in words:
+        assert word in text, text
