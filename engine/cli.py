@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 import threading
 from datetime import datetime
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
@@ -22,7 +23,7 @@ from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
 from .models import BatchSummary
 from .recorder import fmt_ms
 from .sandbox.client import DockerUnavailable, connect
-from .spec import EvalFileError, find_eval_files, load_cases
+from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
 from .store import Store, StoreError, default_store_path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -65,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
+        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         p.add_argument("--store", type=Path, help="the SQLite store (default: $PROCTOR_STORE or the user data folder)")
         p.set_defaults(func=func)
         return p
@@ -74,8 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("paths", nargs="+", help="eval files or folders holding *.eval.py")
     run.add_argument("--case", action="append", dest="cases", help="only this case (repeatable)")
     run.add_argument("--variant", action="append", dest="variants", help="only this variant (repeatable)")
-    run.add_argument("--trials", type=_positive, help="trials per run (overrides the eval file)")
-    run.add_argument("--concurrency", type=_positive, help="trials running at once")
+    run.add_argument("--trials", type=_whole(MAX_TRIALS),
+                     help=f"trials per run, at most {MAX_TRIALS:,} (overrides the eval file)")
+    run.add_argument("--concurrency", type=_whole(MAX_CONCURRENCY),
+                     help=f"trials running at once, at most {MAX_CONCURRENCY:,}")
     run.add_argument("-v", "--verbose", action="store_true", help="print every phase as it happens")
     run.add_argument("--json", action="store_true", help="print the batch as JSON when it ends")
     run.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
@@ -83,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = command("ls", cmd_ls, "batches, runs and trials in the store")
     ls.add_argument("--batch", help="one batch")
     ls.add_argument("--json", action="store_true")
-    ls.add_argument("--limit", type=_positive, default=20)
+    ls.add_argument("--limit", type=_whole(), default=20)
 
     show = command("show", cmd_show, "one trial's record")
     show.add_argument("trial_id")
@@ -93,20 +96,28 @@ def _parser() -> argparse.ArgumentParser:
     for entry in entry_points(group="proctor.commands"):
         entry.load()(sub)
 
-    cleanup = command("cleanup", cmd_cleanup, "remove every container, network and volume the engine left behind")
+    cleanup = command("cleanup", cmd_cleanup, "remove the containers, networks, volumes, "
+                      "and gateway and git folders that stopped engines left behind")
     cleanup.add_argument("--all", action="store_true",
                          help="also remove those of engines still running (a studio, another run)")
     return parser
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _whole(most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to `most`, its mistake said in one line."""
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\s*\+?[0-9]+\s*", text):
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not a whole number")
+        try:
+            value = int(text)
+        except ValueError:  # more digits than int() reads (4,300): past any bound
+            value = sys.maxsize
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, not {shown(text)}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:,}, not {shown(text)}")
+        return value
+    return parse
 
 
 def _open_store(args: argparse.Namespace) -> Store:

@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
 
-from .spec import (Case, Command, Concurrency, Cpus, Duration, EnvName, EvalFileError, Filled, Memory, Pids,
-                   Reference, Size, Trials, User, explain, name_list, shown)
+from .options import (Command, Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size,
+                      Trials, User, explain, name_list, shown)
+from .spec import Case, EvalFileError
 
 CONFIG_NAME = "proctor.toml"
 

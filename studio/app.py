@@ -200,7 +200,11 @@ class MainWindow(QMainWindow):
 
     def open_trial(self, trial_id: str) -> None:
         self.selected_trial, self.selected_batch = trial_id, None
-        record = self.store.get_trial(trial_id)
+        try:
+            record = self.store.get_trial(trial_id)
+        except StoreError as e:  # a damaged record: its sentence, and nothing of another trial
+            self._show_damaged(trial_id, str(e))
+            return
         if record is None:
             return
         self._live = None
@@ -211,6 +215,16 @@ class MainWindow(QMainWindow):
         self.header.show_record(record)
         self._record, self._filled = record, set()
         self._fill_current()
+
+    def _show_damaged(self, trial_id: str, message: str) -> None:
+        self._live = None
+        self._live_timer.stop()
+        self._record, self._filled = None, set()
+        for view in (self.overview, self.trajectory, self.diff, self.evidence, self.egress):
+            view.show_record(None)
+        self.timeline.show_spans([])
+        self.header.show_damaged(trial_id, message)
+        self.show_error(message)
 
     def _fill_current(self) -> None:
         """Fill the view on the current tab with the selected record, once per record."""
@@ -261,13 +275,28 @@ class MainWindow(QMainWindow):
         self._record = None
         self._live = None
         self._live_timer.stop()
-        summary = self.store.batch_summary(batch_id)
+        try:
+            summary = self.store.batch_summary(batch_id)
+        except StoreError as e:
+            self.show_error(str(e))
+            return
         if summary is None:
             return
-        records = [r for run in summary.runs for t in run.trials
-                   if (r := self.store.get_trial(t.id)) is not None]
+        records: list[TrialRecord] = []
+        damaged: list[str] = []
+        for trial in (t for run in summary.runs for t in run.trials):
+            try:
+                record = self.store.get_trial(trial.id)
+            except StoreError as e:  # the batch's other trials are still worth seeing
+                damaged.append(str(e))
+                continue
+            if record is not None:
+                records.append(record)
         self.timeline.show_batch(batch_rows(records))
         self.header.show_batch(summary)
+        if damaged:
+            more = f" ({len(damaged) - 1} more damaged records left out)" if len(damaged) > 1 else ""
+            self.show_error(damaged[0] + more)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:
         """A click on a timeline bar opens what it stands for: a turn's trajectory items,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,20 @@ name = "scripted"
 harness = "command"
 command = "sh .agent/run.sh"
 """
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A loopback stand-in's handler (an upstream, a judge): `reply` answers 200 with JSON."""
+
+    def reply(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass  # no request lines in the test output
 
 
 def pytest_collection_modifyitems(config, items):

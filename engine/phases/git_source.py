@@ -5,6 +5,8 @@ A source at a ref becomes two tars: the ref's tree (no `.git`), and, for
 the source reaches the sandbox: no other commit, ref, tag, stash, reflog,
 remote, hook, config or object, so the answer in a later commit stays on the
 host. Every trial of the batch that uses the same source and ref reuses them.
+The host copies live in a folder named after the engine's process, so the
+sweep removes them when a killed engine leaves them behind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Void
+from ..sandbox.cleanup import GIT_PREFIX, owner_folder, owner_id
 from ..sandbox.container import WORKSPACE
 
 GIT_TIMEOUT_S = 600
@@ -61,7 +64,8 @@ class GitSources:
     `close()` removes the host copies when the batch ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, owner: str | None = None) -> None:
+        self.owner = owner or owner_id()
         self.root: Path | None = None  # made on the first fetch: most batches have no git source
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str | None], _Entry] = {}
@@ -94,7 +98,7 @@ class GitSources:
         with self._lock:
             self.fetches += 1
             if self.root is None:
-                self.root = Path(tempfile.mkdtemp(prefix="proctor-git-"))
+                self.root = owner_folder(GIT_PREFIX, self.owner)
             folder = Path(tempfile.mkdtemp(dir=self.root))
         bare = folder / "source.git"
         at = f" at {ref}" if ref else ""

@@ -2,10 +2,11 @@
 
 Every container, network and volume carries `proctor=1`, its trial and batch,
 and `proctor.owner`: the host, pid and start time of the process that made it.
-Each gateway folder (the temporary folder holding a trial's gateway socket) is
-named after that process too: `proctor-gw-PID-TICKS-…`. The sweep at every
-start removes only what belongs to a process that is gone, so a live studio and
-a live CLI run on one machine never sweep each other.
+The host folders the engine makes are named after that process too: a trial's
+gateway folder (its gateway socket) `proctor-gw-PID-TICKS-…`, a batch's git
+folder (its git sources, fetched on the host) `proctor-git-PID-TICKS-…`. The
+sweep at every start removes only what belongs to a process that is gone, so a
+live studio and a live CLI run on one machine never sweep each other.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from docker.errors import DockerException, NotFound
 
 LABEL = "proctor"
 GATEWAY_PREFIX = "proctor-gw-"
-_GATEWAY_NAME = re.compile(rf"{GATEWAY_PREFIX}(\d+)-(\d+)-")
-# A gateway folder named before folders carried their owner: left behind if this old.
+GIT_PREFIX = "proctor-git-"
+_OWNER_IN_NAME = re.compile(r"(\d+)-(\d+)-")  # after the prefix: PID-TICKS-
+# A folder named before folders carried their owner: left behind if this old.
 UNOWNED_AFTER_S = 86400
 
 
@@ -59,10 +61,16 @@ def labels(batch_id: str, trial_id: str, owner: str) -> dict[str, str]:
     return {LABEL: "1", "proctor.batch": batch_id, "proctor.trial": trial_id, "proctor.owner": owner}
 
 
-def gateway_folder(owner: str, tmp: Path | None = None) -> Path:
-    """A new gateway folder for `owner`'s trial: 0700, so only this user reaches what it holds."""
+def owner_folder(prefix: str, owner: str, tmp: Path | None = None) -> Path:
+    """A new host folder named after `owner`, so the sweep can tell when it is left behind;
+    0700, so only this user reaches what it holds."""
     _, pid, ticks = owner.rsplit(":", 2)
-    return Path(tempfile.mkdtemp(prefix=f"{GATEWAY_PREFIX}{pid}-{ticks}-", dir=tmp))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}-{ticks}-", dir=tmp))
+
+
+def gateway_folder(owner: str, tmp: Path | None = None) -> Path:
+    """A new gateway folder for `owner`'s trial."""
+    return owner_folder(GATEWAY_PREFIX, owner, tmp)
 
 
 @dataclass
@@ -71,12 +79,13 @@ class Swept:
     networks: int = 0
     volumes: int = 0
     trials: list[str] | None = None
-    folders: int = 0
+    folders: int = 0  # gateway folders
+    git_folders: int = 0
 
     def __str__(self) -> str:
         closed = f", closed {len(self.trials)} trials as infra_error" if self.trials else ""
         return (f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes, "
-                f"{self.folders} gateway folders{closed}")
+                f"{self.folders} gateway folders, {self.git_folders} git folders{closed}")
 
 
 def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
@@ -106,15 +115,17 @@ def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
             _quietly(lambda: volume.remove(force=True))
             swept.volumes += 1
     swept.folders = sweep_folders(everything)
+    swept.git_folders = sweep_folders(everything, prefix=GIT_PREFIX)
     return swept
 
 
-def sweep_folders(everything: bool = False, tmp: Path | None = None) -> int:
-    """Remove this user's gateway folders whose owner is gone (or all); returns how many."""
+def sweep_folders(everything: bool = False, tmp: Path | None = None, prefix: str = GATEWAY_PREFIX) -> int:
+    """Remove this user's folders named `prefix`… (gateway or git) whose owner is gone
+    (or all); returns how many."""
     folder = Path(tmp or tempfile.gettempdir())
     removed = 0
     try:
-        candidates = [p for p in folder.iterdir() if p.name.startswith(GATEWAY_PREFIX)]
+        candidates = [p for p in folder.iterdir() if p.name.startswith(prefix)]
     except OSError:
         return 0
     for path in candidates:
@@ -124,7 +135,7 @@ def sweep_folders(everything: bool = False, tmp: Path | None = None) -> int:
             continue
         if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid():
             continue
-        named = _GATEWAY_NAME.match(path.name)
+        named = _OWNER_IN_NAME.match(path.name, len(prefix))
         if named:
             gone = not owner_alive(f"{socket.gethostname()}:{named.group(1)}:{named.group(2)}")
         else:

@@ -102,12 +102,13 @@ class TrajectoryModel(QAbstractListModel):
 
     # --- filling ----------------------------------------------------------------------
 
-    def set_record(self, record: TrialRecord) -> None:
+    def set_record(self, record: TrialRecord | None) -> None:
+        """The record's turns and items; None: no rows."""
         self.beginResetModel()
         self.rows, self.counts, self._headers = [], Counter(), {}
-        turns = {t.index: t for t in record.turns}
+        turns = {t.index: t for t in record.turns} if record is not None else {}
         items: dict[int, list[TrajectoryItem]] = {}
-        for item in record.trajectory:
+        for item in record.trajectory if record is not None else ():
             items.setdefault(item.turn, []).append(item)
         for n in sorted(set(turns) | set(items)):
             turn = turns.get(n)

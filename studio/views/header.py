@@ -166,6 +166,12 @@ class TrialHeader(QWidget):
         self.outcome.setText(outcome_pill(record.outcome, record.failure))
         self.reason.set_full_text(failure_line(record))
 
+    def show_damaged(self, trial_id: str, message: str) -> None:
+        """A trial whose stored record cannot be read: the sentence that says so."""
+        self.title.set_full_text(f"{trial_id} · damaged record")
+        self.outcome.setText("")
+        self.reason.set_full_text(message)
+
     def show_batch(self, summary: BatchSummary) -> None:
         """A batch: what it ran and how it went, run by run."""
         trials = [t for run in summary.runs for t in run.trials]

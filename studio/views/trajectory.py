@@ -423,7 +423,7 @@ class TrajectoryView(QWidget):
 
     # --- what callers use -------------------------------------------------------------
 
-    def show_record(self, record: TrialRecord) -> None:
+    def show_record(self, record: TrialRecord | None) -> None:
         self.expanded.clear()
         self._follow_when_shown = False
         self.delegate.clear()

@@ -172,6 +172,38 @@ def test_path_that_does_not_exist_exits_2(tmp_path):
                           "nope.eval.py", "no such file")
 
 
+@pytest.mark.parametrize(("option", "value", "bound"), [
+    ("--trials", "10001", "at most 10,000"),
+    ("--trials", "1" + "0" * 30, "at most 10,000"),  # would create store rows for ever
+    ("--trials", "9" * 5000, "at most 10,000"),  # more digits than int() reads
+    ("--concurrency", "1025", "at most 1,024"),
+    ("--trials", "0", "at least 1"),
+    ("--concurrency", "many", "'many' is not a whole number"),
+], ids=["trials", "trials-10e30", "trials-5000-digits", "concurrency", "zero", "words"])
+def test_trials_and_concurrency_out_of_bounds_exit_2_with_one_line(tmp_path, capsys, option, value, bound):
+    from engine.cli import main
+
+    store = tmp_path / "proctor.db"
+    with pytest.raises(SystemExit) as exited:  # argparse refuses it before anything is loaded
+        main(["run", str(tmp_path / "nowhere.eval.py"), option, value, "--store", str(store)])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and len(errors[0]) < 200, err
+    assert option in errors[0] and bound in errors[0], errors[0]
+    assert not store.exists()
+
+
+def test_cleanup_help_names_what_it_removes(capsys):
+    from engine.cli import main
+
+    for argv in (["--help"], ["cleanup", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert "gateway and git folders" in out, out
+
+
 def test_docker_not_reachable_exits_3_saying_what_to_do(tmp_path):
     done = proctor("run", DEMO, store=tmp_path / "proctor.db",
                    env=cli_env(DOCKER_HOST="unix:///nonexistent.sock"))
@@ -558,37 +590,15 @@ def test_ctrl_c_exits_130_skips_the_rest_and_leaves_nothing(tmp_path, docker_cli
         command = "sleep 60"
     """)
     store = tmp_path / "proctor.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(path), "-v", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=tmp_path)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
-    reader.start()
+    process, lines = start_run(path, store)
     try:
-        deadline = time.monotonic() + 60
-        while not any(" harness " in line for line in lines) and time.monotonic() < deadline:
-            assert process.poll() is None, "".join(lines) + process.stderr.read()
-            time.sleep(0.1)
-        assert any(" harness " in line for line in lines), "the first trial never reached its turn"
+        wait_for_line(process, lines, " harness ")
         time.sleep(1)  # the agent is now sleeping in its turn
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - sent
+        batch = interrupt(process, lines, signal.SIGINT, store)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    reader.join(5)
-    stderr = process.stderr.read()
-
-    assert code == 130, (code, "".join(lines), stderr)
-    assert took < 15, f"took {took:.1f}s to stop"
-    assert "Traceback" not in stderr, stderr
-    assert "interrupted" in stderr
-
-    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
-    assert batch["status"] == "interrupted"
     outcomes = [t["outcome"] for t in batch["runs"][0]["trials"]]
     assert outcomes[0] not in ("pass", "skipped", None)  # it was running: stopped, not scored as a pass
     assert outcomes[1:] == ["skipped", "skipped"]
@@ -649,6 +659,23 @@ def finish(process: subprocess.Popen[str], within: float) -> tuple[int, str]:
             process.kill()
             process.wait()
     return code, process.stderr.read()
+
+
+def interrupt(process: subprocess.Popen[str], lines: list[str], signum: int, store: Path) -> dict:
+    """Send `signum` to a running `proctor run`: it stops within 15 s, exit 130, with no
+    traceback, and the batch is stored as interrupted. Returns the batch as `ls --json` gives it."""
+    sent = time.monotonic()
+    process.send_signal(signum)
+    code = process.wait(timeout=30)
+    took = time.monotonic() - sent
+    stderr = process.stderr.read()
+    assert code == 130, (code, "".join(lines), stderr)
+    assert took < 15, f"took {took:.1f}s to stop"
+    assert "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr
+    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
+    assert batch["status"] == "interrupted"
+    return batch
 
 
 def stored_outcomes(store: Path) -> dict[str, str | None]:

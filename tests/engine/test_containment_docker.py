@@ -221,12 +221,13 @@ def escapes(c):
     assert record.outcome == "pass", (record.failure, record.validations)
 
 
-def test_the_sweep_removes_gateway_folders_of_owners_that_are_gone(docker_client, tmp_path):
-    from engine.sandbox.cleanup import gateway_folder, owner_id, sweep, sweep_folders
+def test_the_sweep_removes_gateway_and_git_folders_of_owners_that_are_gone(docker_client, tmp_path):
+    from engine.sandbox.cleanup import GIT_PREFIX, gateway_folder, owner_folder, owner_id, sweep, sweep_folders
 
     host_tmp = Path(tempfile.gettempdir())
     dead_owner = f"{socket.gethostname()}:{os.getpid()}:1"  # our pid, another start: a process now gone
     dead, live = gateway_folder(dead_owner), gateway_folder(owner_id())
+    dead_git, live_git = owner_folder(GIT_PREFIX, dead_owner), owner_folder(GIT_PREFIX, owner_id())
     old = Path(tempfile.mkdtemp(prefix="proctor-gw-", dir=host_tmp))  # an earlier Proctor's, two days old
     os.utime(old, (old.stat().st_atime - 2 * 86400, old.stat().st_mtime - 2 * 86400))
     try:
@@ -234,15 +235,18 @@ def test_the_sweep_removes_gateway_folders_of_owners_that_are_gone(docker_client
             assert folder.parent == host_tmp and stat.S_IMODE(folder.stat().st_mode) == 0o700
         (dead / "sock").mkdir()
         (dead / "sock" / "left.txt").write_text("x")
+        (dead_git / "1" / "source.git").mkdir(parents=True)
         swept = sweep(docker_client)
         assert not dead.exists() and not old.exists() and live.exists()
-        assert swept.folders >= 2 and "gateway folders" in str(swept)
+        assert not dead_git.exists() and live_git.exists()
+        assert swept.folders >= 2 and swept.git_folders >= 1
+        assert "gateway folders" in str(swept) and "git folders" in str(swept)
         # `proctor cleanup --all` takes live owners' folders too (in a folder of our own here,
         # so that other engines on this machine keep theirs).
         mine = gateway_folder(owner_id(), tmp_path)
         assert sweep_folders(everything=True, tmp=tmp_path) == 1 and not mine.exists()
     finally:
-        for folder in (dead, live, old):
+        for folder in (dead, live, old, dead_git, live_git):
             subprocess.run(["rm", "-rf", str(folder)])
 
 

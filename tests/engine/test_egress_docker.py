@@ -9,6 +9,7 @@ import sqlite3
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -16,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import BASE_IMAGE
+from tests.conftest import BASE_IMAGE, JsonHandler
 
 REAL_KEY = "real-example-key-" + "7d3f9a1c5e8b2046"
 
@@ -37,7 +38,7 @@ def _cert(name: str, issuer_key, issuer_name, key, ca: bool):
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-class _Upstream(BaseHTTPRequestHandler):
+class _Upstream(JsonHandler):
     seen: list[dict] = []
 
     def do_GET(self):
@@ -45,14 +46,7 @@ class _Upstream(BaseHTTPRequestHandler):
         body = json.dumps({"ok": True, "path": self.path.split("?")[0]}).encode()
         if self.path.startswith("/v1/headers"):  # a hostile upstream: the request's headers back
             body = json.dumps(dict(self.headers)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(body)
 
 
 @pytest.fixture
@@ -73,6 +67,23 @@ def upstream(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1], tmp_path / "upstream-ca.pem", _Upstream.seen
     server.shutdown()
+
+
+def upstream_toml(port: int, upstream_ca: Path) -> str:
+    """proctor.toml for an agent script that calls the `upstream` stand-in through the gateway."""
+    return f"""
+[defaults]
+image = "{BASE_IMAGE}"
+timeout = "2m"
+
+[[variants]]
+name = "scripted"
+command = "python3 .agent/agent.py"
+
+[gateway]
+resolve = {{"api.example.test" = "127.0.0.1:{port}"}}
+trust = ["{upstream_ca}"]
+"""
 
 
 AGENT = r'''
@@ -101,19 +112,6 @@ say(type="finished", reason="done")
 def test_the_gateway_brokers_the_key_and_blocks_the_rest(suite, run_eval, upstream, store, monkeypatch):
     port, upstream_ca, seen = upstream
     monkeypatch.setenv("EXAMPLE_KEY", REAL_KEY)
-    toml = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-
-[[variants]]
-name = "scripted"
-command = "python3 .agent/agent.py"
-
-[gateway]
-resolve = {{"api.example.test" = "127.0.0.1:{port}"}}
-trust = ["{upstream_ca}"]
-"""
     path = suite(f"""
 from pathlib import Path
 from engine import evaluation, Secret
@@ -125,7 +123,7 @@ def calls_the_api(c):
     c.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\\\0' '\\\\n'").stdout.to_contain("proctor-placeholder-EXAMPLE_KEY")
     c.exec("grep -rl {REAL_KEY} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true").stdout.to_equal("")
     c.exec("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '").stdout.to_equal("lo")
-""", toml=toml, files={"agent.py": AGENT})
+""", toml=upstream_toml(port, upstream_ca), files={"agent.py": AGENT})
     summary, events, records = run_eval(path)
     [run] = summary.runs
     record = records[run.trials[0].id]
@@ -251,19 +249,6 @@ def test_the_sandbox_reaches_neither_the_hosts_services_nor_the_real_key(suite, 
     port, upstream_ca, seen = upstream
     service_port, service_seen = host_service
     monkeypatch.setenv("EXAMPLE_KEY", REAL_KEY)
-    toml = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-
-[[variants]]
-name = "scripted"
-command = "python3 .agent/agent.py"
-
-[gateway]
-resolve = {{"api.example.test" = "127.0.0.1:{port}"}}
-trust = ["{upstream_ca}"]
-"""
     path = suite(f"""
 from pathlib import Path
 from engine import evaluation, Secret
@@ -274,7 +259,7 @@ def attacks(c):
     c.send("attack")
     c.exec("cat /tmp/echo.json").stdout.to_contain("Bearer proctor-placeholder-EXAMPLE_KEY")
     c.exec("grep -rl {REAL_KEY} / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true").stdout.to_equal("")
-""", toml=toml, files={"agent.py": ATTACKER})
+""", toml=upstream_toml(port, upstream_ca), files={"agent.py": ATTACKER})
     summary, _, records = run_eval(path)
     record = records[summary.runs[0].trials[0].id]
     assert record.outcome == "pass", (record.failure, record.validations, record.turns)

@@ -6,18 +6,19 @@ import base64
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from engine.config import JudgeConfig
 from engine.judge import ask_judge, build_prompt
 from engine.redact import MARK, Redactor
+from tests.conftest import JsonHandler
 
 SECRET = "trial-secret-" + "Zq8Rw2Lx5Vn7Kp3T"
 
 
-class _Judge(BaseHTTPRequestHandler):
+class _Judge(JsonHandler):
     """An OpenAI-compatible chat completions endpoint that records every request it receives."""
 
     received: list[tuple[bytes, bytes]] = []  # (request line and headers, body)
@@ -28,14 +29,7 @@ class _Judge(BaseHTTPRequestHandler):
         content = json.dumps({"score": 0.9, "reasoning": "fine"})
         body = json.dumps({"id": "cmpl-1", "model": "judge-mini",
                            "choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(body)
 
 
 @pytest.fixture

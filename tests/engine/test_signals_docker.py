@@ -5,18 +5,15 @@ trials it never reached skipped. `timeout`, CI cancels and a system shutdown sen
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.engine.test_cli import BASE_IMAGE, cli_env, proctor, write_suite
+from tests.engine.test_cli import BASE_IMAGE, interrupt, start_run, write_suite
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +45,7 @@ def gateway_folders() -> set[Path]:
 
 def run_until_agents_sleep(path: Path, store: Path, agents: int) -> tuple[subprocess.Popen[str], list[str]]:
     """`proctor run -v` in the background, returned once `agents` trials are in their turn."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(path), "-v", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=store.parent)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
+    process, lines = start_run(path, store)
     deadline = time.monotonic() + 90
     while sum(" harness " in line for line in lines) < agents and time.monotonic() < deadline:
         if process.poll() is not None:
@@ -70,23 +63,11 @@ def test_a_signal_stops_the_batch_like_ctrl_c(tmp_path, docker_client, signum):
     folders_before = gateway_folders()
     process, lines = run_until_agents_sleep(path, store, agents=2)
     try:
-        sent = time.monotonic()
-        process.send_signal(signum)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - sent
+        batch = interrupt(process, lines, signum, store)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    stderr = process.stderr.read()
-
-    assert code == 130, (code, "".join(lines), stderr)
-    assert took < 15, f"took {took:.1f}s to stop"
-    assert "Traceback" not in stderr, stderr
-    assert "interrupted" in stderr
-
-    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
-    assert batch["status"] == "interrupted"
     outcomes = [t["outcome"] for t in batch["runs"][0]["trials"]]
     assert None not in outcomes, f"a trial is still running: {outcomes}"
     assert outcomes.count("infra_error") == 2 and outcomes.count("skipped") == 1, outcomes

@@ -8,11 +8,12 @@ import os
 import sqlite3
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from engine.events import PhaseEnded, PhaseStarted, TrialFinished, TrialStarted
+from tests.conftest import JsonHandler
 
 AGENT_FILES = 'files={".agent/run.sh": Path("agent.sh")}'
 HEADER = "from pathlib import Path\nfrom engine import evaluation, git, Step, Secret, Install\n"
@@ -283,7 +284,7 @@ def leaks(c):
             assert body[i:i + 12].encode() not in raw, f"a fragment of the {name} key survived"
 
 
-class _Judge(BaseHTTPRequestHandler):
+class _Judge(JsonHandler):
     replies: list[str] = []
     seen: list[dict] = []
 
@@ -293,14 +294,7 @@ class _Judge(BaseHTTPRequestHandler):
         content = type(self).replies.pop(0) if type(self).replies else '{"score": 0.8, "reasoning": "fine"}'
         data = json.dumps({"id": "cmpl-1", "model": body["model"], "usage": {"prompt_tokens": 10},
                            "choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.reply(data)
 
 
 @pytest.fixture

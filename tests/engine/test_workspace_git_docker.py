@@ -10,8 +10,11 @@ batch on the host, however many trials use it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 import tarfile
+import tempfile
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -231,6 +234,43 @@ def test_a_source_resolves_any_ref_name_and_is_fetched_once_by_concurrent_trials
     finally:
         sources.close()
     assert sources.root is not None and not sources.root.exists()
+
+
+# An engine that fetched a source and then was SIGKILLed: its host copy stays behind.
+KILLED_ENGINE = """
+import sys, time
+from engine.phases.git_source import GitSources
+sources = GitSources()
+sources.get(sys.argv[1], None, init=True)
+print(sources.root, flush=True)
+time.sleep(600)
+"""
+
+
+def test_cleanup_removes_the_git_folders_of_a_killed_engine_and_keeps_live_ones(tmp_path, docker_client):
+    repo, _ = make_repo(tmp_path)
+    engine = subprocess.Popen([sys.executable, "-c", KILLED_ENGINE, str(repo)], stdout=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).resolve().parents[2])
+    live = GitSources()  # this process's: alive, so kept
+    try:
+        left = Path(engine.stdout.readline().strip())
+        live.get(str(repo), None, init=False)
+        assert left.is_dir() and (left.parent, live.root.parent) == (Path(tempfile.gettempdir()),) * 2
+        engine.kill()
+        engine.wait(10)
+        done = subprocess.run([sys.executable, "-m", "engine.cli", "cleanup", "--store",
+                               str(tmp_path / "proctor.db")], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert not left.exists(), done.stdout
+        assert live.root.is_dir()
+        assert re.search(r", [1-9]\d* git folders", done.stdout), done.stdout
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+        engine.stdout.close()
+        live.close()
 
 
 # --- git() is checked when the eval file loads -------------------------------------------

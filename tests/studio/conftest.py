@@ -8,12 +8,12 @@ import os
 import textwrap
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DEFAULT_TOML
+from tests.conftest import DEFAULT_TOML, JsonHandler
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -84,20 +84,13 @@ def sleeps(c):
 """
 
 
-class _Judge(BaseHTTPRequestHandler):
+class _Judge(JsonHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
         data = json.dumps({"id": "j1", "model": "judge-stand-in", "usage": {"prompt_tokens": 42},
                            "choices": [{"message": {"role": "assistant",
                                                     "content": '{"score": 0.9, "reasoning": "Clear and tested."}'}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.reply(data)
 
 
 @dataclass

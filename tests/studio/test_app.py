@@ -230,3 +230,46 @@ def test_a_corrupt_store_is_one_sentence_not_a_crash(tmp_path, qtbot):
     qtbot.addWidget(window)
     texts = " ".join(label.text() for label in window.findChildren(QLabel))
     assert "corrupt.db is not a Proctor store" in texts and "--store" in texts
+
+
+def _store_with_a_damaged_record(path) -> tuple[str, str, str]:
+    """A batch of two finished trials, the second's record corrupt JSON: (batch, good, damaged)."""
+    import sqlite3
+
+    from engine.models import PhaseSpan, TrialRecord
+
+    with Store(path) as store:
+        store.create_batch("b_damaged01", "cli", "", "2026-11-29T17:40:47.120Z")
+        for n, (trial_id, case) in enumerate([("t_good000001", "reads_fine"), ("t_damaged001", "reads_badly")]):
+            store.create_run(f"r_{n}", "b_damaged01", case, "scripted", n)
+            store.save_trial(TrialRecord(id=trial_id, batch_id="b_damaged01", run_id=f"r_{n}", case_id=case,
+                                         variant="scripted", trial=1, trigger="cli", outcome="pass",
+                                         phases=[PhaseSpan(phase="image", status="ok", start_ms=0, end_ms=3)]))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE trial SET record = '{\"id\": \"t_damaged001\", broken' WHERE id = 't_damaged001'")
+    return "b_damaged01", "t_good000001", "t_damaged001"
+
+
+def test_a_damaged_record_shows_its_sentence_in_the_window(make_window, qtbot, tmp_path):
+    path = tmp_path / "damaged.db"
+    batch_id, good, damaged = _store_with_a_damaged_record(path)
+    window = make_window(path)
+    assert window.browser.select_id(good)
+    qtbot.waitUntil(lambda: window.selected_trial == good)
+    assert window.header.title.full_text().startswith("reads_fine #1")
+
+    assert window.browser.select_id(damaged)  # a traceback in this slot would fail the test
+    qtbot.waitUntil(lambda: window.selected_trial == damaged)
+    sentence = f"the record of trial {damaged} in {path} is damaged"
+    assert window.banner.isVisible() and sentence in window.banner.text()
+    assert sentence in window.header.reason.full_text() and damaged in window.header.title.full_text()
+    for view in (window.overview, window.timeline, window.trajectory, window.diff, window.evidence):
+        window.tabs.setCurrentWidget(view)  # nothing of the trial shown before is left in them
+    assert window.overview.record is None and window.evidence.cards == []
+    assert window.trajectory.model.rowCount() == 0 and window.timeline.row_labels == []
+
+    window.banner.hide()
+    assert window.browser.select_id(batch_id)
+    qtbot.waitUntil(lambda: window.selected_batch == batch_id)
+    assert len(window.timeline.row_labels) > 0  # the readable trial's rows
+    assert window.banner.isVisible() and sentence in window.banner.text()
