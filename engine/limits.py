@@ -1,8 +1,10 @@
 """The caps of SPEC.md "Limits on what is stored", each cut marked visibly.
 
 Callers redact first (`engine.redact`) and cap after: a key cut in half would
-no longer match a pattern, and its first half would be stored readable.
-Truncation never changes a verdict; checks read the uncut data.
+no longer match a pattern, and its first half would be stored readable. What
+the agent controls is also cut while reading, before redaction: such a cut is
+marked (`read_cut`), and `redact` leaves out what only the dropped rest could
+decide. Truncation never changes a verdict; checks read the uncut data.
 
 `clean` makes any JSON-ish value storable (no lone surrogate, no NaN, bounded
 nesting): what an agent prints must never stop a record from being written.
@@ -12,12 +14,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+import re
+import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from .models import TrajectoryItem
+    from .redact import Redactor
 
 ITEM_TEXT = 4000  # one trajectory item's text
 EVIDENCE_TOTAL = 64000  # one validator's evidence, serialised as JSON
@@ -44,8 +49,9 @@ DIFF_TRIAL = 4_000_000  # all diffs of a trial together
 DIFF_SOURCE = 1_000_000  # a file larger than this (bytes, either side) is named, not diffed
 FILES_CHANGED = 1000  # paths listed in a turn's files_changed
 
-# Cuts made while reading come before redaction, so they are READ_FACTOR times the stored cap:
-# a key cut in half there lies far past the stored cap, which is applied after redaction.
+# Cuts made while reading come before redaction, so they are generous, READ_FACTOR times the
+# stored cap. Keys before such a cut may shrink to "[redacted]" and bring it inside the stored
+# cap, so it is marked (`read_cut`): redaction leaves out the half of a key it may end in.
 READ_FACTOR = 4
 ITEM_READ = READ_FACTOR * ITEM_TEXT
 NAME_READ = READ_FACTOR * ITEM_NAME
@@ -72,6 +78,56 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
     mark = _mark(len(text) - keep)
     # The count can lose a digit as `keep` grows; the mark is then shorter, never longer.
     return (text[:keep] + mark)[:limit], True
+
+
+# --- cuts made while reading, before redaction -------------------------------------------------
+
+_READ_MARK = re.compile(r"\n… \[truncated [\d,]+ (?:chars|bytes) while reading\]")
+
+
+def read_mark(dropped: int, unit: str = "chars") -> str:
+    return f"\n… [truncated {dropped:,} {unit} while reading]"
+
+
+def read_cut(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut while reading, before redaction: its first `limit` characters and a mark that
+    tells `redact` the text went on."""
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + read_mark(len(text) - limit), True
+
+
+def redacted(redactor: Redactor, text: str) -> str:
+    """`redactor.text(text)`, where each read mark (`read_cut`) ends a piece that went on: what
+    only the dropped rest could decide, such as the first half of a key, is left out
+    (`Redactor.head(…, complete=False)`), and the mark becomes an ordinary one."""
+    pieces, start = [], 0
+    for cut in _READ_MARK.finditer(text):
+        pieces.append(redactor.head(text[start:cut.start()], sys.maxsize, complete=False)[0])
+        pieces.append(cut.group().replace(" while reading", ""))
+        start = cut.end()
+    if not pieces:
+        return redactor.text(text)
+    return "".join(pieces) + redactor.text(text[start:])
+
+
+def redact(redactor: Redactor, value: Any) -> Any:
+    """`redactor.value(value)`, with every text cut while reading redacted as `redacted` does.
+    What it returns holds no read mark, so redacting it again changes nothing more."""
+    if isinstance(value, str):
+        return redacted(redactor, value) if _READ_MARK.search(value) else redactor.value(value)
+    if isinstance(value, dict):
+        return {redact(redactor, k): redact(redactor, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(redactor, v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(redactor, v) for v in value)
+    if isinstance(value, BaseModel):
+        return value.model_copy(update={name: redact(redactor, v) for name, v in value})
+    return value
+
+
+# --- evidence -----------------------------------------------------------------------------------
 
 
 def _cap(obj: Any, string_limit: int) -> tuple[Any, int, bool]:
@@ -210,13 +266,14 @@ def as_json_text(value: Any) -> str:
         return "[a value that cannot be written as JSON]"
 
 
-def cap_input(value: Any, limit: int = TOOL_INPUT) -> tuple[Any, bool]:
+def cap_input(value: Any, limit: int = TOOL_INPUT,
+              cut: Callable[[str, int], tuple[str, bool]] = truncate) -> tuple[Any, bool]:
     """A toolCall's input within `limit` characters of JSON: as it is when it fits, else the
-    start of its JSON text, marked. Call it on a cleaned value."""
+    start of its JSON text, marked (`cut`: `read_cut` while reading). Call it on a cleaned value."""
     text = value if isinstance(value, str) else as_json_text(value)
     if len(text) <= limit:
         return value, False
-    return truncate(text, limit)[0], True
+    return cut(text, limit)[0], True
 
 
 _ITEM_CAPS = {"text": ITEM_TEXT, "output": ITEM_TEXT, "command": ITEM_TEXT,

@@ -1,9 +1,10 @@
 """Phase bookkeeping for one trial: start/end events through the sink, and the
 record's phase spans. Every event passes the trial's redactor before it leaves.
 
-Trajectory items join the record here too, redacted and then cut to the caps as
-they arrive, at most ITEMS_PER_TURN a turn and ITEMS_PER_TRIAL a trial; the
-rest are counted in one marked item at the turn's end.
+Trajectory items join the record here too, redacted (`limits.redact`: a cut
+made while reading keeps no half of a key) and then cut to the caps as they
+arrive, at most ITEMS_PER_TURN a turn and ITEMS_PER_TRIAL a trial; the rest are
+counted in one marked item at the turn's end.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class Recorder:
     def emit(self, event) -> None:
         if not self.closed:
             # clean: a lone surrogate in any text (an exception's message) would fail the write.
-            self.sink(limits.clean(self.redactor.value(event)))
+            self.sink(limits.clean(limits.redact(self.redactor, event)))
 
     def add_item(self, item: TrajectoryItem) -> TrajectoryItem | None:
         """Keep a trajectory item in the record: redacted, then cut to the caps (so no half
@@ -102,7 +103,7 @@ class Recorder:
                     or self._item_chars >= limits.TRAJECTORY_CHARS):
                 self._dropped_in_turn[item.turn] = self._dropped_in_turn.get(item.turn, 0) + 1
                 return None
-        stored = limits.cap_item(self.redactor.value(item))
+        stored = limits.cap_item(limits.redact(self.redactor, item))
         size = len(stored.model_dump_json())
         with self.lock:
             if self.closed:

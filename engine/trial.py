@@ -341,16 +341,21 @@ class Trial:
         _mark_failed_checks(record)
         # The cumulative diff is kept once, on the last turn that has one: per turn it would
         # store the same growing diff again and again (a 20 MB diff over 10 turns is 200 MB).
+        # None is kept when one turn's own diff is the whole change (a one-turn trial): readers
+        # take that turn's diff (studio/views/diff.py).
         diffed = [t for t in record.turns if t.cumulative_diff]
-        for turn in diffed[:-1]:
-            turn.cumulative_diff = ""
+        changed = [t.diff for t in record.turns if t.diff]
+        kept = diffed[-1] if diffed and changed != [diffed[-1].cumulative_diff] else None
+        for turn in diffed:
+            if turn is not kept:
+                turn.cumulative_diff = ""
         record.timings = _timings(record)
         record.finished_at = utc_now()
         with rec.phase("record") as phase:
             start = rec.elapsed_ms()
             try:
                 # clean first (nesting cut, so redaction cannot recurse too deep), redact, then cap.
-                final = _capped(rec.redactor.value(limits.clean(record)))
+                final = _capped(limits.clean(record), rec.redactor)
                 # The stored record holds its own record span, closed just before the write.
                 final.phases.append(PhaseSpan(phase="record", status="ok", start_ms=start,
                                               end_ms=rec.elapsed_ms(), detail="saved"))
@@ -465,8 +470,10 @@ def _timings(record: TrialRecord):
                    teardown_ms=spans.get("teardown", 0))
 
 
-def _capped(record: TrialRecord) -> TrialRecord:
-    """SPEC.md's limits, applied after redaction so no fragment of a key survives a cut."""
+def _capped(record: TrialRecord, redactor: Redactor) -> TrialRecord:
+    """A cleaned record redacted, then cut to SPEC.md's limits, so no fragment of a key survives
+    a cut, nor one made while reading (`limits.redact`)."""
+    record = limits.redact(redactor, record)
     record.trajectory = [limits.cap_item(item) for item in record.trajectory]
     for v in record.validations:
         v.evidence, truncated = limits.cap_evidence(v.evidence)

@@ -8,7 +8,8 @@ Everything here comes from the agent, so nothing it prints may raise: a value
 the record cannot hold (a NaN, a count past 64 bits, a lone surrogate, nesting
 hundreds deep) is dropped, clamped or repaired with a warning on the item; a
 line that is no JSON object stays raw output. Sizes are cut while reading
-(engine/limits.py), generously, since redaction comes later.
+(engine/limits.py), generously, since redaction comes later, and each cut is
+marked (`limits.read_cut`) so that redaction never keeps the half of a key it ends in.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class _Fields:
             notes.add("lone surrogates replaced")
         for why in sorted(notes):
             self._note(key, why)
-        fixed, cut = limits.truncate(fixed, limit)
+        fixed, cut = limits.read_cut(fixed, limit)
         self.cut = self.cut or cut
         return fixed
 
@@ -119,7 +120,7 @@ class _Fields:
         value = limits.clean(self.data.get(key), notes)
         for why in sorted(notes):
             self._note(key, why)
-        value, cut = limits.cap_input(value, limits.TOOL_INPUT_READ)
+        value, cut = limits.cap_input(value, limits.TOOL_INPUT_READ, limits.read_cut)
         self.cut = self.cut or cut
         return value
 
@@ -192,7 +193,7 @@ class TurnReader:
                 parsed = None
         if parsed is None:
             if self.raw_chars < limits.RAW_READ:
-                kept = line[: limits.RAW_READ - self.raw_chars]
+                kept, _ = limits.read_cut(line, limits.RAW_READ - self.raw_chars)
                 self.raw.append(kept)
                 self.raw_chars += len(kept) + 1
             else:
@@ -217,7 +218,7 @@ class TurnReader:
         if self.raw_dropped:
             lines.append(f"… [{self.raw_dropped:,} more lines of raw output dropped]")
         # Cut before redaction, so generously: RAW_READ is four times what is stored.
-        stderr, _ = limits.truncate(stderr, limits.RAW_READ)
+        stderr, _ = limits.read_cut(stderr, limits.RAW_READ)
         result.exit_code = exit_code
         result.raw_output = "\n".join(lines) + (("\n" + stderr) if stderr else "")
         return result

@@ -4,7 +4,8 @@ handed on line by line to whoever parses it (the command harness).
 Linear in the bytes read, flat in memory: a line is gathered as a list of pieces
 with a running length (joining a growing `bytes` on every chunk made a 50 MB line
 take 32 s), and a line longer than LINE_READ is cut while it is read, the rest up to
-its newline counted and dropped, never held.
+its newline counted and dropped, never held. What is kept ends in a read mark when
+the output went on (`limits.read_cut`), so redaction keeps no half of a key there.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import codecs
 from typing import Callable
 
-from ..limits import LINE_READ
+from ..limits import LINE_READ, read_mark
 
 # A command's output kept in memory, in bytes; the record caps it further.
 OUTPUT_KEEP = 2_000_000
@@ -25,6 +26,7 @@ class OutputCollector:
         self.on_line = on_line
         self.parts: list[str] = []
         self.kept = 0
+        self.dropped = 0  # bytes past OUTPUT_KEEP
         # Incremental, so a character split across two chunks is decoded whole.
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._line: list[bytes] = []  # the pieces of the line being read
@@ -32,10 +34,12 @@ class OutputCollector:
         self._line_dropped = 0  # bytes of it past LINE_READ, counted, not kept
 
     def feed(self, data: bytes) -> None:
-        if self.kept < OUTPUT_KEEP:
-            piece = data[: OUTPUT_KEEP - self.kept]
+        room = OUTPUT_KEEP - self.kept
+        if room > 0:
+            piece = data[:room]
             self.parts.append(self._decoder.decode(piece))
             self.kept += len(piece)
+        self.dropped += max(len(data) - room, 0)
         if self.on_line is None:
             return
         lines = data.split(b"\n")
@@ -76,4 +80,4 @@ class OutputCollector:
             self._emit()
 
     def text(self) -> str:
-        return "".join(self.parts)
+        return "".join(self.parts) + (read_mark(self.dropped, "bytes") if self.dropped else "")

@@ -750,5 +750,9 @@ def _counts_html(added: int, removed: int) -> str:
 
 def _cumulative(record: TrialRecord) -> str:
     """The workspace's whole change: the engine keeps it once, on the last turn that was diffed
-    (an aborted turn is not)."""
-    return next((t.cumulative_diff for t in reversed(record.turns) if t.cumulative_diff), "")
+    (an aborted turn is not), and not at all when one turn's own diff is the whole change."""
+    kept = next((t.cumulative_diff for t in reversed(record.turns) if t.cumulative_diff), None)
+    if kept is not None:
+        return kept
+    changed = [t.diff for t in record.turns if t.diff]
+    return changed[0] if len(changed) == 1 else ""  # more than one: they undid each other

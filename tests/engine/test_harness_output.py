@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import limits
-from engine.harness.command import CommandHarness, parse_line
+from engine.harness.command import CommandHarness, TurnReader, parse_line
 from engine.models import TrajectoryItem, TrialRecord, Usage
 from engine.recorder import Recorder
 from engine.redact import MARK, Redactor
@@ -393,6 +393,37 @@ def test_the_item_in_a_progress_event_is_capped():
     [event] = events
     assert len(json.dumps(event.item)) <= 2 * limits.ITEM_TEXT + limits.TOOL_INPUT + 500
     assert TrajectoryItem.model_validate(event.item).truncated
+
+
+def test_an_item_cut_while_reading_keeps_no_half_of_a_key_once_the_keys_before_it_shrink():
+    at = parse_line(line({"type": "message", "text": "x" * 40_000}), 1).text.count("x")
+    # Long keys shrink to "[redacted]" and bring the read cut inside the stored cap, where it
+    # leaves "sk-CUTabcd": too short to be a key, yet the start of one.
+    keys = "".join(f"sk-{i:06d}".ljust(999, "k") + " " for i in range((at - 11) // 1000))
+    text = keys.ljust(at - 11, "x") + " sk-CUT" + "abcdefghij" * 3000
+    item = parse_line(line({"type": "message", "text": text}), 1)
+    rec, events = recorder()
+    stored = rec.add_item(item)
+    rec.progress("turn", "message", index=1, item=stored.to_json())
+    assert stored.text.count(MARK) > 5 and "truncated" in stored.text
+    assert "sk-CUT" not in stored.text and "sk-CUT" not in events[0].model_dump_json()
+    assert "while reading" not in stored.text  # the reader's mark becomes the record's own
+    assert "sk-CUTabcd" in item.text  # what the eval body and its checks read is left as read
+
+
+def test_output_cut_while_reading_is_marked_for_redaction():
+    collector = OutputCollector(None)
+    for _ in range(3):
+        collector.feed(b"x" * 1_000_000)
+    collector.close()
+    text = collector.text()
+    assert text.count("x") == 2_000_000
+    assert text.endswith("[truncated 1,000,000 bytes while reading]")
+    reader = TurnReader(1, lambda item: None)
+    reader.line("y" * 100_000)
+    out = reader.output(0, "q" * 100_000).raw_output
+    assert out.count("y") == out.count("q") == limits.RAW_READ
+    assert out.count("chars while reading]") == 2
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

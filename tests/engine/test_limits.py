@@ -14,9 +14,10 @@ from engine.limits import (
     DIFF_FILE, DIFF_FILE_READ, DIFF_SOURCE, DIFF_TOTAL, DIFF_TOTAL_READ, DIFF_TRIAL,
     EVIDENCE_ENTRIES, EVIDENCE_TOTAL, EVIDENCE_VALUE, FAILURE_REASON, FILES_CHANGED, ITEM_TEXT,
     SOURCE_CHARS, SOURCE_FILES, cap_diff, cap_diffs, cap_evidence, cap_item, cap_source, clean,
-    truncate,
+    read_cut, redact, truncate,
 )
 from engine.phases.diff import tree_diff
+from engine.redact import MARK as REDACTED, Redactor
 
 MARK = re.compile(r"\n… \[truncated ([\d,]+) chars\]$")
 
@@ -265,10 +266,41 @@ def test_a_stored_record_caps_every_field_the_agent_controls():
     record = TrialRecord(id="t", batch_id="b", run_id="r", case_id="c", variant="v", trial=1,
                          trigger="api", turns=turns, outcome="infra_error",
                          failure=Failure(kind="infra", reason="the harness reported failed: " + "z" * 50_000))
-    capped = _capped(record)
+    capped = _capped(record, Redactor())
     diffs = sum(len(t.diff) + len(t.cumulative_diff) for t in capped.turns)
     assert diffs <= DIFF_TRIAL + 5 * 200
     for turn in capped.turns:
         assert len(turn.final_message) <= ITEM_TEXT and len(turn.raw_output) <= EVIDENCE_VALUE
         assert len(turn.finished_reason) <= ITEM_TEXT and len(turn.files_changed) == FILES_CHANGED + 1
     assert len(capped.failure.reason) <= FAILURE_REASON
+
+
+# --- cuts made while reading, before redaction ------------------------------------------------
+
+SECRET = "a-trial-secret-value-0123456789"
+# Each the start of something redaction masks, too short to be recognised on its own.
+FRAGMENTS = ["sk-CUTabcd", "Bearer abcdefg", SECRET[:14], "password=abc", "eyJhbGciO"]
+
+
+def test_a_cut_while_reading_keeps_no_fragment_once_the_keys_before_it_shrink():
+    redactor = Redactor(secrets=[SECRET])
+    keys = " ".join(f"sk-{i:06d}".ljust(300, "k") for i in range(40)) + " "
+    for fragment in FRAGMENTS:
+        whole = keys + fragment + "xyz" * 1000 + SECRET
+        text, cut = read_cut(whole, len(keys) + len(fragment))
+        assert cut and text.endswith("[truncated 3,031 chars while reading]")
+        # Redacted as if whole, the fragment stays: nothing shows it is the start of a key.
+        assert fragment in redactor.text(text)
+        stored, _ = truncate(redact(redactor, text), ITEM_TEXT)
+        assert fragment not in stored and stored.count(REDACTED) > 20, fragment
+        assert stored.endswith("\n… [truncated 3,031 chars]")
+
+
+def test_redacting_twice_changes_nothing_and_text_without_a_cut_is_redacted_as_before():
+    redactor = Redactor(secrets=[SECRET])
+    plain = {"a": [f"key {SECRET} and sk-{'k' * 20}", ("Bearer abcdefghijk",)], SECRET: 1}
+    assert redact(redactor, plain) == redactor.value(plain)
+    cut, _ = read_cut("sk-" + "k" * 5000 + " tail " * 2000, 9000)
+    value = {"out": cut, "items": [cut, "ok"]}
+    once = redact(redactor, value)
+    assert redact(redactor, once) == once and "while reading" not in json.dumps(once)

@@ -8,13 +8,16 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import limits
-from engine.events import PhaseProgress
+from engine.events import PhaseEnded, PhaseProgress
+from engine.harness.command import TurnReader, parse_line
+from engine.sandbox.output import OUTPUT_KEEP, OutputCollector
 
 HEADER = "from pathlib import Path\nfrom engine import evaluation, git\n"
 
@@ -146,6 +149,117 @@ def {name}(c):
     assert store_bytes(Path(store.path)) < 12_000_000
 
 
+# --- cuts made while reading: no half of a key lands inside the stored cap -------------------
+
+CUT_KEY = "sk-CUT" + "abcdefghijklmnopqrstuvwxyz" * 4  # a cut 10 characters in keeps "sk-CUTabcd"
+LONG_KEY = 3000  # each becomes "[redacted]": 300 characters to 10
+
+
+def keys_then_cut(cut_at: int, total: int, start: str = "", sep: str = " ") -> str:
+    """`start`, keys of LONG_KEY characters or more, then CUT_KEY from 10 characters before
+    `cut_at`, the whole `total` long: a cut at `cut_at` leaves "sk-CUTabcd", too short to be a
+    key; once the keys before it shrink to "[redacted]", it falls inside the stored cap."""
+    room = cut_at - 10 - len(start)
+    count = max(room // (LONG_KEY + 1), 1)
+    sizes = [LONG_KEY + 1] * (count - 1) + [room - (count - 1) * (LONG_KEY + 1)]
+    keys = "".join(f"sk-{i:06d}".ljust(size - 1, "k") + sep for i, size in enumerate(sizes))
+    text = start + keys + CUT_KEY
+    return text + "z" * (total - len(text))
+
+
+def cut_at(read: Callable[[str], str], total: int, start: str = "") -> int:
+    """Where the engine's reader `read` cuts a `total`-character text: measured on x's."""
+    return len(start) + read(start + "x" * (total - len(start))).count("x")
+
+
+def item_text(text: str) -> str:
+    return parse_line(json.dumps({"type": "message", "text": text}), 1).text
+
+
+def reason_text(text: str) -> str:
+    return parse_line(json.dumps({"type": "finished", "reason": text}), 1)[1]
+
+
+def raw_output(stdout: str = "", stderr: str = "") -> str:
+    reader = TurnReader(1, lambda item: None)
+    for line in stdout.split("\n"):
+        reader.line(line)
+    return reader.output(0, stderr).raw_output
+
+
+def check_output(text: str) -> str:
+    collector = OutputCollector(None)
+    collector.feed(text.encode())
+    collector.close()
+    return collector.text()
+
+
+def holding(value: object, text: str, where: str = "") -> list[str]:
+    """Where in a record's JSON `text` occurs."""
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in holding(v, text, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [w for i, v in enumerate(value) for w in holding(v, text, f"{where}[{i}]")]
+    return [where] if isinstance(value, str) and text in value else []
+
+
+def test_a_key_cut_while_reading_leaves_no_fragment_in_the_store(suite, run_eval, store):
+    # Each reader's cut falls 10 characters into CUT_KEY: an item's text, raw output lines,
+    # stderr, a check's output, a finished reason (and so the failure reason and an event).
+    text = keys_then_cut(cut_at(item_text, 40_000), 40_000)
+    stdout = "".join([
+        json.dumps({"type": "message", "role": "assistant", "text": text}) + "\n",
+        keys_then_cut(cut_at(raw_output, 70_000), 70_000, sep="\n") + "\n",
+    ])
+    files = {
+        "agent.sh": "cat .agent/stdout.txt; cat .agent/stderr.txt >&2\n",
+        "fails.sh": "cat .agent/reason.jsonl\n",
+    }
+    path = suite(HEADER + """
+@evaluation(workspace=git(init=True), files={".agent/run.sh": Path("agent.sh"),
+            ".agent/stdout.txt": Path("stdout.txt"), ".agent/stderr.txt": Path("stderr.txt"),
+            ".agent/big.txt": Path("big.txt")})
+def outputs(c):
+    c.send("go")
+    c.exec("cat .agent/big.txt").to_succeed()
+
+
+@evaluation(workspace=git(init=True), files={".agent/run.sh": Path("fails.sh"),
+            ".agent/reason.jsonl": Path("reason.jsonl")})
+def reason(c):
+    c.send("go")
+""", files=files)
+    folder = path.parent
+    (folder / "stdout.txt").write_text(stdout)
+    stderr_at = cut_at(lambda text: raw_output(stderr=text), 100_000)
+    (folder / "stderr.txt").write_text(keys_then_cut(stderr_at, 100_000))
+    big = OUTPUT_KEEP + 1000
+    (folder / "big.txt").write_text(keys_then_cut(cut_at(check_output, big), big))
+    reason = keys_then_cut(cut_at(reason_text, 40_000, "failed: "), 40_000, start="failed: ")
+    (folder / "reason.jsonl").write_text(json.dumps({"type": "finished", "reason": reason}) + "\n")
+
+    summary, events, records = run_eval(path, concurrency=2)
+    records = by_case(summary, records)
+    outputs, failed = records["outputs"], records["reason"]
+    assert outputs.outcome == "pass", outputs.failure
+    assert failed.outcome == "infra_error"
+    assert "the harness reported failed: [redacted]" in failed.failure.reason
+    # The reason is also quoted in an event, as the trial ends.
+    [teardown] = [e.summary for e in events if isinstance(e, PhaseEnded) and e.phase == "teardown"
+                  and e.trial_id == failed.id]
+    assert "reported failed: [redacted]" in teardown and "sk-CUT" not in teardown
+    # The keys before each cut were redacted, so each cut fell well inside its stored cap.
+    assert outputs.turns[0].raw_output.count("[redacted]") > 20
+    assert outputs.trajectory[0].text.count("[redacted]") >= 4
+    assert outputs.validations[0].evidence["stdout"].count("[redacted]") > 600
+    for record in (outputs, failed):
+        assert holding(record.to_json(), "sk-CUT") == []
+    store.flush()
+    for name in os.listdir(folder.parent):
+        if name.startswith(Path(store.path).name):
+            assert b"sk-CUT" not in (folder.parent / name).read_bytes(), name
+
+
 # --- fuzzing: hypothesis-made harness lines through a real trial ------------------------------
 
 SECRET = "fz-" + "Q7vX2mK9pL4wR8tN3bJ6"  # a host variable named *_KEY: its value is redacted
@@ -263,3 +377,60 @@ def test_values_no_serializer_can_write_are_repaired_and_the_full_record_saved(f
     assert stored.usage.input == limits.USAGE_MAX
     assert stored.validations[0].evidence["message"] == "bad \ufffd"
     assert stored.validations[0].evidence["nan"] is None
+
+
+# --- the cumulative diff, stored once -----------------------------------------------------------
+
+
+def section(path: str, lines: int) -> str:
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{lines} @@\n" + "".join(f"+{path} line {i}\n" for i in range(lines)))
+
+
+@pytest.mark.parametrize("turn_diffs,cumulative,stored", [
+    # One turn: its own diff is the whole change, and is stored once.
+    (["A"], "A", [""]),
+    # Only the second of two turns changed anything: the same.
+    (["", "A"], "A", ["", ""]),
+    # Two turns changed files: the cumulative diff is the one thing that shows both; kept once.
+    (["A", "B"], "AB", ["", "AB"]),
+    # Two turns whose changes undo each other: nothing to keep.
+    (["A", "A"], "", ["", ""]),
+])
+def test_the_cumulative_diff_is_stored_only_where_the_turns_do_not_hold_it(
+        finishing_trial, store, turn_diffs, cumulative, stored):
+    from engine.models import Turn
+
+    trial, _ = finishing_trial
+    diff = {"": "", "A": section("a.txt", 50), "B": section("b.txt", 50)}
+    diff["AB"] = diff["A"] + diff["B"]
+    for i, own in enumerate(turn_diffs, 1):
+        trial.record.turns.append(Turn(index=i, prompt="p", status="completed", ms=1,
+                                       diff=diff[own], cumulative_diff=diff[cumulative]))
+    trial._finish()
+    record = store.get_trial("t_last")
+    assert [t.cumulative_diff for t in record.turns] == [diff[name] for name in stored]
+    assert [t.diff for t in record.turns] == [diff[name] for name in turn_diffs]
+
+
+def test_a_one_turn_trial_stores_its_diff_once(suite, run_eval, store):
+    # 0.81 MB of diff in one turn, kept as the turn's diff and again as the cumulative one, made
+    # a 1.71 MB record and a 2.28 MB store; once, 0.86 MB and 1.44 MB.
+    agent = ("python3 -c \"[open(f'f{i}.txt', 'w').write(''.join(f'file {i} line {j}\\n'"
+             " for j in range(3000))) for i in range(15)]\"\n")
+    path = suite(HEADER + """
+@evaluation(workspace=git(init=True), files={".agent/run.sh": Path("agent.sh")})
+def writes(c):
+    turn = c.send("go")
+    assert len(turn.files_changed) == 15
+""", files={"agent.sh": agent})
+    summary, _, records = run_eval(path)
+    [record] = by_case(summary, records).values()
+    assert record.outcome == "pass", record.failure
+    [turn] = record.turns
+    assert turn.diff.count("diff --git") == 15 and turn.cumulative_diff == ""
+    stored = json.dumps(record.to_json())
+    assert stored.count("file 7 line 2999") == 1
+    store.flush()
+    size = store_bytes(Path(store.path))
+    assert len(stored) < 1.2 * len(turn.diff) and size < 2.2 * len(turn.diff), (len(stored), size)

@@ -66,6 +66,30 @@ def test_cumulative_diff_lists_every_file_with_counts_and_binary_files_unrendere
     assert view.unified.toPlainText() == ""  # named, never rendered
 
 
+def test_a_one_turn_trial_shows_its_turns_diff_as_the_whole_change(view, records):
+    record = records["adds_numbers"]
+    assert record.turns[0].cumulative_diff == ""  # the engine stores the diff once, as the turn's
+    view.show_record(record)
+    assert view.turn_combo.currentText() == "Cumulative"
+    assert file_labels(view) == ["calc.py  +2 −0"]
+    assert lines(view.unified) == ["@@ -0,0 +1,2 @@", "+def add(a, b):", "+    return a - b"]
+
+
+def test_the_cumulative_view_when_no_turn_keeps_a_cumulative_diff(view, records):
+    greet = records["writes_greet"]
+    first, second = greet.turns[0].diff, greet.turns[1].diff
+    # Only the second turn changed anything: its diff is the whole change.
+    view.show_record(greet.model_copy(update={"turns": [
+        greet.turns[0].model_copy(update={"diff": "", "cumulative_diff": ""}),
+        greet.turns[1].model_copy(update={"cumulative_diff": ""})]}))
+    assert file_labels(view) == ["greet.py  +2 −1", "logo.bin  binary", "test_greet.py  +4 −0"]
+    # Two turns changed files and none keeps a cumulative diff: their changes undid each other.
+    view.show_record(greet.model_copy(update={"turns": [
+        t.model_copy(update={"cumulative_diff": ""}) for t in greet.turns]}))
+    assert first and second and view.files == []
+    assert view.message.text() == "The agent changed no files."
+
+
 def test_each_turn_has_its_own_diff(view, records):
     view.show_record(records["writes_greet"])
     view.set_turn(1)
