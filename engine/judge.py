@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from . import limits
 from .config import JudgeConfig
 from .models import Validation
 from .redact import Redactor
@@ -75,7 +76,8 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
     if config.api_key_env and not key:
         evidence["error"] = f"the judge's key variable {config.api_key_env} is not set"
         return validation
-    prompt = (redactor or Redactor()).text(build_prompt(criterion, state))
+    # limits.redact: a final message cut while reading must not hand the judge half a key.
+    prompt = limits.redact(redactor or Redactor(), build_prompt(criterion, state))
     request = {"model": config.model, "temperature": 0,
                "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]}
     evidence.update(prompt=prompt, model=config.model, responses=[])

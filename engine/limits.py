@@ -97,6 +97,17 @@ def read_cut(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit] + read_mark(len(text) - limit), True
 
 
+def quote(text: str, limit: int) -> str:
+    """The start of a line to quote in a sentence (a failure reason), cut before redaction:
+    when it is cut, its last, unfinished word goes too, because every key, token and
+    password the redactor knows is one unbroken word, and half of one would not match."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = max(head.rfind(" "), head.rfind("\t"))
+    return (head[:space] if space > 0 else "") + "…"
+
+
 def redacted(redactor: Redactor, text: str) -> str:
     """`redactor.text(text)`, where each read mark (`read_cut`) ends a piece that went on: what
     only the dropped rest could decide, such as the first half of a key, is left out

@@ -266,7 +266,7 @@ class Trial:
                     self.watchdog.check()  # killed by a limit? then the limit is the reason
                 if out.exit_code != 0:
                     last = out.output.strip().splitlines()[-1:]
-                    why = f": {last[0][:160]}" if last else ""
+                    why = f": {limits.quote(last[0], 160)}" if last else ""
                     raise Void(f"setup step {i} `{step.command}` exited {out.exit_code}{why}", f"setup step {i}")
         finally:
             self.record.setup_log = "".join(log)
@@ -376,8 +376,8 @@ class Trial:
     def _minimal(self, error: BaseException) -> TrialRecord:
         """The last resort: a record with only who, when and why, as infra_error."""
         r = self.record
-        why = f"the record could not be saved: {type(error).__name__}: {str(error)[:300]}"
-        why = limits.clean_text(self.recorder.redactor.text(why))[: limits.FAILURE_REASON]
+        why = f"the record could not be saved: {type(error).__name__}: {limits.quote(str(error), 300)}"
+        why = limits.clean_text(limits.redact(self.recorder.redactor, why))[: limits.FAILURE_REASON]
         return TrialRecord(
             id=r.id, batch_id=r.batch_id, run_id=r.run_id, case_id=r.case_id, variant=r.variant,
             trial=r.trial, trigger=r.trigger, tags=r.tags, host=r.host, image=r.image,
@@ -446,7 +446,9 @@ def _check_reason(v: Validation) -> str:
     reason = f"`{v.name}` " + ("; ".join(failed) if failed else f"exited {v.evidence.get('exit_code')}")
     # The last line of stderr usually says why (an assertion message, a missing file).
     last = (v.evidence.get("stderr") or "").strip().splitlines()[-1:]
-    return reason + (f": {last[0][:160]}" if last and v.evidence.get("exit_code") else "")
+    # Quoted whole words only: the reason is redacted later, and half a key must not survive.
+    line = limits.quote(last[0], 160) if last else ""
+    return reason + (f": {line}" if line and v.evidence.get("exit_code") else "")
 
 
 def _judge_reason(v: Validation) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .. import limits
 from ..config import Variant
 from ..errors import Void
 from ..events import utc_now
@@ -141,8 +142,10 @@ class MiniHarness:
         limit = min(max(deadline - time.monotonic(), 0.1), TOOL_TIMEOUT_S)
         result = sandbox.exec(command, timeout=limit, user="agent")
         output = _cap(result.output)
+        # The record's copy is cut with a read mark, so redaction never keeps half a key.
         emit(TrajectoryItem(kind="command", turn=turn, at=_now(), command=command,
-                            exit_code=result.exit_code, output=output))
+                            exit_code=result.exit_code,
+                            output=limits.read_cut(result.output, limits.ITEM_READ)[0]))
         status = f"timed out after {limit:.0f}s" if result.timed_out else f"exit code {result.exit_code}"
         return f"{output or '(no output)'}\n[{status}]"
 

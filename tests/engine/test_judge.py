@@ -78,3 +78,16 @@ def test_without_the_trial_redactor_the_patterns_still_apply(judge_url):
     ask_judge(config, "ok", 0.5, trial_state())
     ((_, body),) = _Judge.received
     assert b"Ab3dE6gH9jK2mN5p" not in body and b"hunter2-but-longer" not in body
+
+
+def test_a_message_cut_while_reading_hands_the_judge_no_half_of_a_key(judge_url):
+    from engine import limits
+
+    # The agent's final message was cut while reading, exactly inside a key: its first half
+    # ("sk-CUTabcd", too short to look like a key alone) must not reach the judge.
+    message, _ = limits.read_cut("Done. " + "x" * 100 + " sk-CUTabcdefghijklmnop", 100 + 6 + 11)
+    assert message.split("[truncated")[0].rstrip("… \n").endswith("sk-CUTabcd")
+    config = JudgeConfig(base_url=judge_url, model="judge-mini")
+    ask_judge(config, "ok", 0.5, {"task": "t", "final_message": message}, redactor=Redactor())
+    ((_, body),) = _Judge.received
+    assert b"sk-CUTabcd" not in body

@@ -304,3 +304,18 @@ def test_redacting_twice_changes_nothing_and_text_without_a_cut_is_redacted_as_b
     value = {"out": cut, "items": [cut, "ok"]}
     once = redact(redactor, value)
     assert redact(redactor, once) == once and "while reading" not in json.dumps(once)
+
+
+def test_a_failure_reason_quoting_a_cut_line_keeps_no_half_of_a_key():
+    from engine.models import Validation
+    from engine.redact import Redactor
+    from engine.trial import _check_reason
+
+    # The reason quotes stderr's last line cut to 160 characters, right inside a key.
+    stderr = "e" * 150 + " sk-CUTabcdefghijklmnop\n"
+    v = Validation(kind="command", name="make test", status="failed",
+                   evidence={"exit_code": 1, "stderr": stderr, "stdout": ""})
+    from engine import limits as engine_limits
+
+    stored = engine_limits.redact(Redactor(), _check_reason(v))
+    assert "sk-CUT" not in stored and stored.startswith("`make test` exited 1: eee")
