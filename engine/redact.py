@@ -23,6 +23,15 @@ are looked for with `re`. A match that runs past a window is continued into the
 next, so memory stays bounded and `Redactor.stream` or `Redactor.head` give
 exactly what `Redactor.text` gives, without reading what a cap drops.
 
+A window with many matches costs no Python code per match: past `_SPARSE`
+matches of a rule, the rest come from one `re.split` (the pattern's groups cover
+each match, so the pieces' lengths give the positions), a value's occurrences
+from one `bytes.replace`, and each is painted over a copy of the window (0xFF,
+then 0xFE: bytes UTF-8 never holds); the copies are merged with one OR of big
+integers and each painted run becomes one `MARK` in a `bytes.split` and a join.
+RE2 is asked only questions whose automaton stays small (no counted repeats that
+can run side by side), so no text makes its DFA build a state per byte.
+
 Redaction never changes a verdict: checks read the raw data, never this.
 """
 
@@ -37,7 +46,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import accumulate, islice
+from operator import length_hint
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -58,10 +69,35 @@ _LOOKAHEAD = 4096
 _BACK = 16  # bytes kept before a window for the patterns' look-behinds
 _SLACK = 2  # a run ending this close to what was seen may go on ("…ab." may become "…ab.cd")
 _CHUNK = WINDOW  # characters encoded at a time
+# Up to this many matches of one rule or value in a window are masked one by one; past it, the
+# window is painted in one pass (fewer matches do not pay for copying the window).
+_SPARSE = 64
 
 _MARK = MARK.encode()
+# A mask painted over the text: its first byte 0xFF, the rest 0xFE; no UTF-8 text holds either.
+# An OR of a painted byte with anything is 0xFE or 0xFF, and a run of them starts with 0xFF.
+_PAINT, _MORE = b"\xff", b"\xfe"
+
+
+class _Paints(dict[int, bytes]):
+    """The painting of a mask of each length (none for 0), the short ones kept."""
+
+    def __missing__(self, size: int) -> bytes:
+        painting = _PAINT + _MORE * (size - 1) if size else b""
+        if size <= 256:
+            self[size] = painting
+        return painting
+
+
+_PAINTS = _Paints()
+_IS_PAINTED = bytes(int(b >= _MORE[0]) for b in range(256))  # translate: 1 where painted, else 0
+_TO_MORE = bytes(_MORE[0] if b >= _MORE[0] else b for b in range(256))  # painted bytes: all _MORE
+_RUNS = re.compile(rb"[\xfe\xff]+")
 _BODY = rb"[A-Za-z0-9_\-]"
 _RUN = re.compile(_BODY + rb"*+")
+# What `_started` accepts before a prefix, for RE2 (which has no look-behind): the start of the
+# window stands for whatever came before, so RE2 may say yes where re then finds nothing.
+_STARTED_RE2 = rb"(?:^|[^A-Za-z0-9]|\\[bfnrt]|[0-9;\[]m)"
 
 
 def _started(k: int) -> bytes:
@@ -76,26 +112,34 @@ def _re2_literal(data: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class _Rule:
-    """One static pattern: a cheap test for RE2 first, then the pattern itself for re."""
+    """One static pattern: a cheap test for RE2 first, then the pattern itself for re.
 
-    needs: bytes  # RE2 (Latin-1): holds wherever `pattern` matches; mostly absent from a window
+    The pattern's groups lie side by side and cover every match, so `split` returns each match
+    whole, in pieces; one of them is masked."""
+
+    # RE2 (Latin-1): each holds wherever `pattern` masks something; rules may share one. Counted
+    # repeats only where two of them cannot run at once: the DFA of all rules together holds
+    # the product of their states, and some texts would make it build a state per byte.
+    needs: tuple[bytes, ...]
     example: bytes  # a text that meets `needs`, to check that RE2 runs the set
     pattern: re.Pattern[bytes]
-    group: int | None = 0  # the group masked; None: the first that took part, unless code
-    tails: dict[int, re.Pattern[bytes]] = field(default_factory=dict)  # group -> its continuation
+    shortest: int  # the fewest bytes a match has
+    masked: int = 1  # the group masked; a match where it takes no part is code, left readable
+    optional: bool = False  # some group may take no part in a match (split gives None)
+    # How the match goes on past what was seen, chosen by how the piece before the masked one
+    # ends (a quote or not); the first suffix that fits.
+    tails: tuple[tuple[bytes, re.Pattern[bytes]], ...] = ()
     back: int = 0  # the continuation restarts this far before the end of what was seen
 
-    def masked(self, match: re.Match[bytes]) -> int | None:
-        if self.group is not None:
-            return self.group
-        # The value's group is the one that took part; "code", the last group, marks code.
-        return None if match.lastindex == self.pattern.groups else match.lastindex
+    def tail(self, before: bytes | None) -> re.Pattern[bytes] | None:
+        return next((tail for suffix, tail in self.tails if (before or b"").endswith(suffix)), None)
 
 
-def _key(prefix: bytes, body: bytes, needs: bytes) -> _Rule:
+def _key(prefix: bytes, body: bytes, first: bytes, shortest: int) -> _Rule:
     # The body says how much makes a key ("sk-learn" is not one); then the whole rest of the word.
-    pattern = re.compile(re.escape(prefix) + _started(len(prefix)) + body + _BODY + rb"*+")
-    return _Rule(_re2_literal(prefix) + needs, prefix + b"A" * 40, pattern, tails={0: _RUN})
+    pattern = re.compile(rb"(" + re.escape(prefix) + _started(len(prefix)) + body + _BODY + rb"*+)")
+    return _Rule((_re2_literal(prefix) + first,), prefix + b"A" * 40, pattern,
+                 len(prefix) + shortest, tails=((b"", _RUN),))
 
 
 _CHAIN = _BODY + rb"*+(?:\." + _BODY + rb"++)*+"  # the rest of a dotted token: "…x.y.z"
@@ -114,31 +158,46 @@ _NOT_A_VALUE = (rb"(?i:true|false|yes|no|on|off|none|null|nil|undefined|enabled|
                 rb"required|optional|string|bytes|password|passwd|secret)(?!" + _VALUE_CHAR + rb")")
 _IN_QUOTES = {q: rb"(?:[^%s\\\n]|\\.)" % q for q in (b'"', b"'")}
 _IN_ESCAPED_QUOTES = rb'(?:[^"\\\n]|\\[^"\n])'  # JSON inside JSON: \"…\"
+_WORD_VALUE = rb"(?<![\"'])(?!" + _NOT_A_VALUE + rb")" + _VALUE_FIRST + _VALUE_CHAR + rb"{3}" \
+    + _VALUE_CHAR + rb"*+"
+# Group 1: the name's rest, the operator and an opening quote; group 2: the value; group 3: a
+# value followed by "(" or "[", which is code (`password = getpass()`): matched, so that re
+# moves past it in one step, but left readable. A value's look-behind checks the quote group 1
+# ended with.
 _ASSIGNED = (
     rb"(?:[_.\-][A-Za-z0-9_.\-]{0,64}+|[A-Z][A-Za-z0-9_.\-]{0,64}+)?"  # DB_PASSWORD_FILE, secretKey
-    rb"(?:\\?[\"'])?[ \t]{0,16}+(?::=|=>|[:=])[ \t]{0,16}+"
-    rb"(?:"
-    + rb'\\"(' + _IN_ESCAPED_QUOTES + rb"{4}" + _IN_ESCAPED_QUOTES + rb"*+)"
-    + rb'|"(' + _IN_QUOTES[b'"'] + rb"{4}" + _IN_QUOTES[b'"'] + rb"*+)"
-    + rb"|'(" + _IN_QUOTES[b"'"] + rb"{4}" + _IN_QUOTES[b"'"] + rb"*+)"
-    # A value followed by "(" or "[" is code (`password = getpass()`): matched, so that re moves
-    # past it in one step, but left readable.
-    + rb"|(?!" + _NOT_A_VALUE + rb")(" + _VALUE_FIRST + _VALUE_CHAR + rb"{3}" + _VALUE_CHAR
-    + rb"*+)(?P<code>(?=[(\[]))?"
-    rb")"
+    rb"(?:\\?[\"'])?[ \t]{0,16}+(?::=|=>|[:=])[ \t]{0,16}+(?:\\\"|\"|'|))"
+    rb"(?:("
+    + rb'(?<=\\")' + _IN_ESCAPED_QUOTES + rb"{4}" + _IN_ESCAPED_QUOTES + rb"*+"
+    + rb'|(?<!\\")(?<=")' + _IN_QUOTES[b'"'] + rb"{4}" + _IN_QUOTES[b'"'] + rb"*+"
+    + rb"|(?<=')" + _IN_QUOTES[b"'"] + rb"{4}" + _IN_QUOTES[b"'"] + rb"*+"
+    + rb"|" + _WORD_VALUE + rb"(?![(\[])"
+    rb")|(" + _WORD_VALUE + rb"(?=[(\[])))"
 )
-_ASSIGNED_NEEDS = rb"[A-Za-z0-9_.\-]*(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*[^\t\n\f\r ]"
-_ASSIGNED_TAILS = {1: re.compile(_IN_ESCAPED_QUOTES + rb"*+"),
-                   2: re.compile(_IN_QUOTES[b'"'] + rb"*+"),
-                   3: re.compile(_IN_QUOTES[b"'"] + rb"*+"),
-                   4: re.compile(_VALUE_CHAR + rb"*+")}
+# The same for RE2, without what it lacks (look-behind, possessive and bounded repeats, the
+# words that are no value) and without code: a word value must end in something else than "(".
+_VALUE_CHAR_RE2 = rb"[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\]"
+_ASSIGNED_NEEDS = (
+    rb"(?:[_.\-][A-Za-z0-9_.\-]*|[A-Z][A-Za-z0-9_.\-]*)?(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*"
+    rb"(?:\\\"(?:[^\"\\\n]|\\[^\"\n]){4}|\"(?:[^\"\\\n]|\\[^\n]){4}|'(?:[^'\\\n]|\\[^\n]){4}"
+    rb"|[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\$%=:#*/~.]" + _VALUE_CHAR_RE2 + rb"{3}" + _VALUE_CHAR_RE2
+    + rb"*(?:[\t\n\v\f\r \"'`,;&|<>){}\]\\]|$))"
+)
+_ASSIGNED_TAILS = ((b'\\"', re.compile(_IN_ESCAPED_QUOTES + rb"*+")),
+                   (b'"', re.compile(_IN_QUOTES[b'"'] + rb"*+")),
+                   (b"'", re.compile(_IN_QUOTES[b"'"] + rb"*+")),
+                   (b"", re.compile(_VALUE_CHAR + rb"*+")))
 
 
 def _assignment(keyword: bytes, rest: bytes, example: bytes) -> _Rule:
     """`keyword` as written (re finds a literal start quickly), `rest` in any case, then a value."""
-    needs = _re2_literal(keyword) + b"(?i:" + rest + b")" + _ASSIGNED_NEEDS
-    pattern = re.compile(re.escape(keyword) + b"(?i:" + rest + b")" + _ASSIGNED)
-    return _Rule(needs, keyword + example + b"=abcd", pattern, None, _ASSIGNED_TAILS)
+    # The whole test is shared by all nine (the counted repeats of nine would multiply); the
+    # keyword as written, up to the operator, says which of them to run.
+    needs = (_re2_literal(keyword) + b"(?i:" + rest + rb")[A-Za-z0-9_.\-]*(?:\\?[\"'])?[ \t]*[:=]",
+             rb"(?i:pass(?:w(?:or)?d|phrase)|pwd|secret)" + _ASSIGNED_NEEDS)
+    pattern = re.compile(b"(" + re.escape(keyword) + b"(?i:" + rest + b")" + _ASSIGNED)
+    return _Rule(needs, keyword + example + b"=abcd", pattern, len(keyword) + 5, masked=2,
+                 optional=True, tails=_ASSIGNED_TAILS)
 
 
 # "password", "Password", "PASSWORD" and the others, each its own rule: a rule that starts with
@@ -150,25 +209,29 @@ _PASSWORDS = tuple(
     for written in (bytes.lower, bytes.capitalize, bytes.upper)
 )
 
+_PEM = _Rule((rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----",), b"-----BEGIN PRIVATE KEY-----",
+             re.compile(rb"(-----BEGIN " + _PEM_HEADER + _PEM_REST + rb")"), 27,
+             tails=((b"", _PEM_TAIL),), back=128)
 _RULES: tuple[_Rule, ...] = (
-    _Rule(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY", b"-----BEGIN PRIVATE KEY",
-          re.compile(rb"-----BEGIN " + _PEM_HEADER + _PEM_REST), tails={0: _PEM_TAIL}, back=128),
+    _PEM,
     # JSON web tokens ("eyJ….eyJ….…"), and anything that starts like one: a cut one still goes.
-    _Rule(rb"eyJ[A-Za-z0-9_\-]{8}|eyJ[A-Za-z0-9_\-]{1,7}\.eyJ[A-Za-z0-9_\-]", b"eyJabcdefgh",
-          re.compile(rb"eyJ" + _started(3) + rb"(?:%s{8}|%s{1,7}+\.eyJ(?:%s{8}|%s{1,7}+\.))"
-                     % ((_BODY,) * 4) + _CHAIN), tails={0: re.compile(_CHAIN)}),
+    _Rule((rb"eyJ[A-Za-z0-9_\-]",), b"eyJabcdefgh",
+          re.compile(rb"(eyJ" + _started(3) + rb"(?:%s{8}|%s{1,7}+\.eyJ(?:%s{8}|%s{1,7}+\.))"
+                     % ((_BODY,) * 4) + _CHAIN + rb")"), 11, tails=((b"", re.compile(_CHAIN)),)),
     # Only the password goes: `postgres://app:[redacted]@db` keeps the address readable. A user
     # past 256 characters or a password past 1,024 is no URL's.
-    _Rule(rb"://[^\t\n\f\r :/@?#]*:[^\t\n\f\r /?#\"'`<>]+@", b"://a:b@",
-          re.compile(rb"://[^\s:/@?#]{0,256}+:([^\s/?#\"'`<>]{1,1024})@"), 1),
-    _Rule(rb"(?i)bearer[ \t]+[A-Za-z0-9._~+/=\-]{8}", b"Bearer abcdefgh",
-          re.compile(rb"[Bb][Ee][Aa][Rr][Ee][Rr]" + _started(6) + rb"[ \t]{1,16}+("
-                     + _TOKEN + rb"{8}" + _TOKEN + rb"*+)"), 1, {1: re.compile(_TOKEN + rb"*+")}),
+    _Rule((rb"://[^\t\n\v\f\r :/@?#]*:[^\t\n\v\f\r /?#\"'`<>]+@",), b"://a:b@",
+          re.compile(rb"(://[^\s:/@?#]{0,256}+:)([^\s/?#\"'`<>]{1,1024})(?=@)"), 5, masked=2),
+    # A token cannot hold the blank after another "Bearer": one count runs at a time.
+    _Rule((_STARTED_RE2 + rb"(?i:bearer)[ \t]+[A-Za-z0-9._~+/=\-]{8}",), b"Bearer abcdefgh",
+          re.compile(rb"([Bb][Ee][Aa][Rr][Ee][Rr]" + _started(6) + rb"[ \t]{1,16}+)("
+                     + _TOKEN + rb"{8}" + _TOKEN + rb"*+)"), 15, masked=2,
+          tails=((b"", re.compile(_TOKEN + rb"*+")),)),
     # At least 8 body characters, so "sk-learn" stays; then the whole rest of the token.
-    *[_key(prefix, _BODY + rb"{8}", rb"[A-Za-z0-9_\-]{8}")
+    *[_key(prefix, _BODY + rb"{8}", _BODY, 8)
       for prefix in (b"sk-", b"sk_live_", b"am_sk_", b"anp_", b"ghp_", b"github_pat_", b"xox")],
-    _key(b"AKIA", rb"[A-Z0-9]{16}", rb"[A-Z0-9]{16}"),
-    _key(b"AIza", _BODY + rb"{35}", rb"[A-Za-z0-9_\-]{35}"),
+    _key(b"AKIA", rb"[A-Z0-9]{16}", rb"[A-Z0-9]", 16),
+    _key(b"AIza", _BODY + rb"{35}", _BODY, 35),
     *_PASSWORDS,
 )
 
@@ -249,25 +312,30 @@ def _encodings(value: str) -> set[str]:
     return forms
 
 
-@functools.lru_cache(maxsize=64)
+# Each test is one entry of the set; a rule runs where all of its tests hold.
+_NEEDS = tuple(dict.fromkeys(needs for rule in _RULES for needs in rule.needs))
+_RULE_NEEDS = tuple((rule, {_NEEDS.index(needs) for needs in rule.needs}) for rule in _RULES)
+
+
+# Few sets: each may grow a DFA of up to RE2's max_mem (8 MB), and a batch's trials share one
+# set of secret values; a long-running studio must not keep dozens.
+@functools.lru_cache(maxsize=8)
 def _prefilter(forms: tuple[bytes, ...]) -> re2.Set | None:
-    """One DFA pass telling which rules' anchors and which forms occur in a window.
+    """One DFA pass telling which rules may match and which forms occur in a window.
 
     None if RE2 cannot run it (out of memory): then every rule and form is looked for."""
     options = re2.Options()
     options.encoding = re2.Options.Encoding.LATIN1
     options.log_errors = False
     found = re2.Set.SearchSet(options)
-    probe = []
-    for rule in _RULES:
-        found.Add(rule.needs)
-        probe.append(rule.example)
+    for needs in _NEEDS:
+        found.Add(needs)
     for form in forms:
         found.Add(_re2_literal(form))
     found.Compile()
-    expected = len(_RULES) + len(forms)
-    seen = found.Match(b"\n".join(probe + list(forms))) or []
-    return found if len(set(seen)) == expected else None
+    probe = [rule.example for rule in _RULES] + list(forms)
+    seen = found.Match(b"\n".join(probe)) or []
+    return found if len(set(seen)) == len(_NEEDS) + len(forms) else None
 
 
 class Redactor:
@@ -287,7 +355,7 @@ class Redactor:
             return s
         if len(s) <= _CHUNK and self._prefilter is not None:
             # Most strings hold nothing to redact: one RE2 pass says so.
-            if not self._prefilter.Match(s.encode("utf-8", "surrogatepass")):
+            if self._present(s.encode("utf-8", "surrogatepass")) == ([], []):
                 return s
         stream = self.stream()
         pieces = [stream.feed(s[i:i + _CHUNK]) for i in range(0, len(s), _CHUNK)]
@@ -329,13 +397,180 @@ class Redactor:
             return obj.model_copy(update={name: self.value(v) for name, v in obj})
         return obj
 
-    def _present(self, view: memoryview) -> tuple[list[_Rule], list[bytes]]:
+    def _present(self, view: bytes | memoryview) -> tuple[list[_Rule], list[bytes]]:
         """The rules and forms that can match in `view`."""
         if self._prefilter is None:
             return list(_RULES), list(self._forms)
-        found = self._prefilter.Match(view) or ()
-        rules = [_RULES[i] for i in sorted(found) if i < len(_RULES)]
-        return rules, [self._forms[i - len(_RULES)] for i in sorted(found) if i >= len(_RULES)]
+        found = set(self._prefilter.Match(view) or ())
+        rules = [rule for rule, needs in _RULE_NEEDS if needs <= found]
+        return rules, [form for i, form in enumerate(self._forms, len(_NEEDS)) if i in found]
+
+
+class _Canvas:
+    """The masks of one window, buf[first:last] with its look-ahead up to hi, and its output.
+
+    A few masks are kept as spans and written as the window always was. A rule or value with
+    many matches hands in a painted copy of the view instead (a layer); then the spans are
+    painted too, the layers merged in one OR of big integers, and each run of painted bytes
+    becomes one MARK."""
+
+    def __init__(self, buf: bytes, first: int, last: int, hi: int):
+        self._buf, self._first, self._last, self._hi = buf, first, last, hi
+        self.spans: list[tuple[int, int]] = []  # masks in buf; empty or reversed ones mask nothing
+        self._layers: list[bytes] = []
+
+    def layer(self, begin: int, painted: bytes) -> None:
+        """`painted` is buf[begin:begin + len(painted)] with its masks painted."""
+        buf, first = self._buf, self._first
+        self._layers.append(buf[first:begin] + painted + buf[begin + len(painted):self._hi])
+
+    def write(self, masked_to: int) -> tuple[bytes, int, list[tuple[int, int]]]:
+        """The masked text from first to last; where its last MARK ends (`masked_to`: where
+        the one before ended); and the masks that go on past last."""
+        if self._layers:
+            return self._write_painted(masked_to)
+        buf, first, last = self._buf, self._first, self._last
+        out, written, carried = [], first, []
+        for begin, end in sorted(self.spans):
+            begin = max(begin, first)
+            if end <= begin:
+                continue
+            if begin >= last:
+                carried.append((begin, end))
+                continue
+            if end > last:
+                carried.append((last, end))
+                end = last
+            if begin > masked_to:  # neither overlapping nor touching the last mark
+                out.append(buf[written:begin])
+                out.append(_MARK)
+                masked_to = written = end
+            elif end > masked_to:
+                masked_to = written = end
+        out.append(buf[written:last])
+        return b"".join(out), masked_to, carried
+
+    def _write_painted(self, masked_to: int) -> tuple[bytes, int, list[tuple[int, int]]]:
+        first, size = self._first, self._last - self._first
+        painted = self._layers[0] if len(self._layers) == 1 else _union(self._layers)
+        if self.spans:
+            # Over painted bytes too: a run that gets a second `_PAINT` is still one run.
+            painted = bytearray(painted)
+            for begin, end in self.spans:
+                begin = max(begin, first)
+                if end > begin:
+                    painted[begin - first:end - first] = _PAINTS[end - begin]
+        out = _marked(painted[:size], going_on=masked_to == first)
+        # Past last only what starts before it is painted: a match of each rule, a few values.
+        carried = [(first + m.start(), first + m.end()) for m in _RUNS.finditer(painted, size)]
+        return out, (self._last if painted[size - 1] >= _MORE[0] else first - 1), carried
+
+
+def _union(layers: list[bytes]) -> bytes:
+    """The layers painted over each other: a byte painted in one is painted, and each run of
+    painted bytes starts with `_PAINT` again (an OR with text may have turned `_MORE` into it)."""
+    size = len(layers[0])
+    # OR sets every bit of a painted byte (0xFE or 0xFF), and the text is the same in all layers.
+    union = functools.reduce(int.__or__, (int.from_bytes(layer, "big") for layer in layers))
+    painted = union.to_bytes(size, "big")
+    flags = int.from_bytes(painted.translate(_IS_PAINTED), "big")
+    starts = flags & ~(flags >> 8)  # painted, and the byte before is not (big-endian: >> 8 is +1)
+    return (int.from_bytes(painted.translate(_TO_MORE), "big") | starts).to_bytes(size, "big")
+
+
+def _marked(painted: bytes, going_on: bool) -> bytes:
+    """`painted` with each run of painted bytes as one MARK; `going_on`: a run at its very start
+    continues the MARK already written (it may start with `_MORE`)."""
+    painted = painted.translate(None, _MORE)  # each run keeps its first byte, and maybe more
+    pieces = painted.split(_PAINT)
+    if len(pieces) == 1:
+        return painted
+    text = _MARK.join(filter(None, pieces))  # touching or overlapping masks: one run, one MARK
+    if not text:
+        return b"" if going_on else _MARK
+    lead = b"" if pieces[0] or going_on else _MARK
+    return lead + text + (b"" if pieces[-1] else _MARK)
+
+
+def _mask_rule(rule: _Rule, buf: bytes, first: int, last: int, hi: int,
+               canvas: _Canvas) -> tuple[re.Pattern[bytes] | None, int] | None:
+    """Masks the matches of `rule` in buf[first:hi] that start before `last`; returns the
+    continuation of the last masked one and where it ends (to go on in the next window)."""
+    found = list(islice(rule.pattern.finditer(buf, first, hi), _SPARSE + 1))
+    while found and found[-1].start() >= last:  # the next window's
+        found.pop()
+    masked = rule.masked
+    canvas.spans += [match.span(masked) for match in found[:_SPARSE]]  # code: (-1, -1)
+    if len(found) > _SPARSE:  # many: the rest in one pass
+        return _paint_rule(rule, buf, found[-1].start(), last, hi, canvas)
+    if not found or found[-1].start(masked) < 0:
+        return None
+    return rule.tail(found[-1].group(masked - 1)), found[-1].end(masked)
+
+
+def _paint_rule(rule: _Rule, buf: bytes, start: int, last: int, hi: int,
+                canvas: _Canvas) -> tuple[re.Pattern[bytes] | None, int] | None:
+    """`_mask_rule` from a match at `start` on, for many matches: one split, no code per match."""
+    # Past a match's start every look-behind sees what it needs (a match starts after a whole
+    # prefix), so splitting from there gives finditer's matches, each cut into its groups.
+    pieces = rule.pattern.split(memoryview(buf)[start:hi])
+    step = rule.pattern.groups + 1  # a gap, then a match's groups
+    count = (len(pieces) - 1) // step
+    # Where pieces start, counted from the end, for the matches that may start at or past `last`
+    # (the next window's) and the one before: matches are at least `shortest` long.
+    known = step * ((hi - last) // rule.shortest + 2) + 1
+    starts = [hi - n for n in accumulate(map(length_hint, islice(reversed(pieces), known)))]
+
+    def at(i: int) -> int:  # where piece i starts
+        return starts[len(pieces) - 1 - i]
+
+    lowest = max(0, -(-(len(pieces) - len(starts) - 1) // step))  # first match with a known start
+    kept = bisect.bisect_left(range(lowest, count), last, key=lambda j: at(j * step + 1)) + lowest
+    if kept == lowest > 0:  # a match shorter than `shortest`: never expected, but count them all
+        starts = [hi - n for n in accumulate(map(length_hint, reversed(pieces)))]
+        kept = bisect.bisect_left(range(count), last, key=lambda j: at(j * step + 1))
+    masked = slice(rule.masked, (kept - 1) * step + rule.masked + 1, step)
+    pieces[masked] = map(_PAINTS.__getitem__, map(length_hint, pieces[masked]))  # None (code): 0
+    canvas.layer(start, b"".join(filter(None, pieces) if rule.optional else pieces))
+    i = masked.stop - 1  # the last kept match's masked group
+    if not pieces[i]:
+        return None  # code: nothing masked goes on
+    return rule.tail(pieces[i - 1]), at(i) + len(pieces[i])
+
+
+@functools.lru_cache(maxsize=256)
+def _overlaps(form: bytes) -> tuple[tuple[bytes, ...], re.Pattern[bytes]]:
+    """What two overlapping occurrences of `form` read as (one per period of `form`), and a
+    pattern that stops at every occurrence, overlapping ones too."""
+    n = len(form)
+    periods = [d for d in range(1, n) if form[d:] == form[:n - d]]
+    at_each = re.compile(re.escape(form[:1]) + b"(?=" + re.escape(form[1:]) + b")")
+    return tuple(form[:d] + form for d in periods), at_each
+
+
+def _mask_form(form: bytes, buf: bytes, first: int, stop: int, canvas: _Canvas) -> None:
+    """Masks every occurrence of `form` in buf[first:stop], overlapping ones too."""
+    region = buf[first:stop]
+    count = region.count(form)
+    if not count:
+        return
+    if count <= _SPARSE:
+        found_at = region.find(form)
+        while found_at >= 0:
+            canvas.spans.append((first + found_at, first + found_at + len(form)))
+            found_at = region.find(form, found_at + 1)
+        return
+    doubles, at_each = _overlaps(form)
+    if not any(double in region for double in doubles):
+        canvas.layer(first, region.replace(form, _PAINTS[len(form)]))
+        return
+    # Split after the first byte of every occurrence: each piece is the rest of one, covered
+    # for len(form) - 1 bytes or up to the next occurrence, whichever comes first.
+    pieces = at_each.split(region)
+    size, whole = len(form), _PAINTS[len(form)]
+    canvas.layer(first, pieces[0] + b"".join([
+        _PAINTS[len(piece) + 1] if len(piece) < size else whole + piece[size - 1:]
+        for piece in pieces[1:]]))
 
 
 class RedactedStream:
@@ -349,7 +584,8 @@ class RedactedStream:
         self._buf = b""  # the text from byte offset _base on
         self._base = 0
         self._done = 0  # offset of the first byte not yet written
-        self._spans: list[tuple[int, int]] = []  # masks found so far that reach past _done
+        # What earlier matches mask from _done on.
+        self._carried: list[tuple[int, int]] = []
         self._open: list[tuple[re.Pattern[bytes], int, int]] = []  # (tail, resume at, back)
         self._masked_to = -1  # end of the last MARK written
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
@@ -395,7 +631,8 @@ class RedactedStream:
         first, last = self._done - base, stop - base
         hi = min(last + self._redactor._lookahead, len(buf))
         ends = complete and hi == len(buf)  # nothing past the view: no match goes on
-        spans = [(begin - base, end - base) for begin, end in self._spans]
+        canvas = _Canvas(buf, first, last, hi)
+        canvas.spans += [(begin - base, end - base) for begin, end in self._carried]
         opened = set()
 
         def keep_open(tail: re.Pattern[bytes] | None, end: int, back: int) -> None:
@@ -405,62 +642,26 @@ class RedactedStream:
         in_pem = False
         for tail, at, back in self._open:
             match = tail.match(buf, at - base, hi)
-            spans.append(match.span())
+            canvas.spans.append(match.span())
             keep_open(tail, match.end(), back)
             in_pem |= tail is _PEM_TAIL and (tail, base + match.end() - back, back) in opened
         rules, forms = self._redactor._present(memoryview(buf)[first:hi])
         for rule in rules:
-            if in_pem and rule.tails.get(0) is _PEM_TAIL:
+            if in_pem and rule is _PEM:
                 continue  # a block inside a block still open: its END is the same, or none
-            matches = rule.pattern.finditer(buf, first, hi)
-            if rule.group == 0:
-                found = [m.span() for m in matches]
-                found = found[:bisect.bisect_left(found, (last,))]  # the rest: the next window's
-                spans += found
-                group = 0
-            else:
-                if rule.group is None:
-                    code = rule.pattern.groups
-                    masked = [(m.start(), g, m) for m in matches if (g := m.lastindex) != code]
-                else:
-                    masked = [(m.start(), rule.group, m) for m in matches]
-                masked = masked[:bisect.bisect_left(masked, (last,))]
-                found = [m.span(g) for _, g, m in masked]
-                spans += found
-                group = masked[-1][1] if masked else 0
-            if found:  # matches do not overlap: only the last can reach the end of the view
-                keep_open(rule.tails.get(group), found[-1][1], rule.back)
+            going_on = _mask_rule(rule, buf, first, last, hi, canvas)
+            if going_on is not None:  # matches do not overlap: only the last can reach the end
+                keep_open(*going_on, rule.back)
         for form in forms:
-            # Every occurrence, overlapping ones too: each may leave a different tail readable.
-            limit = min(last + len(form) - 1, hi)
-            found_at = buf.find(form, first, limit)
-            while found_at >= 0:
-                spans.append((found_at, found_at + len(form)))
-                found_at = buf.find(form, found_at + 1, limit)
+            # Every occurrence that starts in this window, overlapping ones too: each may leave
+            # a different tail readable.
+            _mask_form(form, buf, first, min(last + len(form) - 1, hi), canvas)
         self._open = sorted(opened, key=lambda o: o[1])
 
-        out, written, carried = [], first, []
-        masked_to = self._masked_to - base
-        for begin, end in sorted(spans):
-            if begin < first:
-                begin = first
-            if end <= begin:
-                continue
-            if begin >= last:
-                carried.append((base + begin, base + end))
-                continue
-            if end > last:
-                carried.append((stop, base + end))
-                end = last
-            if begin > masked_to:  # neither overlapping nor touching the last mark
-                out.append(buf[written:begin])
-                out.append(_MARK)
-                masked_to = written = end
-            elif end > masked_to:
-                masked_to = written = end
-        out.append(buf[written:last])
-        self._spans, self._done, self._masked_to = carried, stop, base + masked_to
-        return b"".join(out)
+        out, masked_to, carried = canvas.write(self._masked_to - base)
+        self._done, self._masked_to = stop, base + masked_to
+        self._carried = [(base + begin, base + end) for begin, end in carried]
+        return out
 
 
 def holds_password_assignment(text: str) -> bool:
@@ -468,8 +669,8 @@ def holds_password_assignment(text: str) -> bool:
     data = text.encode("utf-8", "surrogatepass")
     for rule in _PASSWORDS:
         for match in rule.pattern.finditer(data):
-            group = rule.masked(match)
-            if group is not None and match.group(group) != _MARK:
+            value = match.group(rule.masked)
+            if value is not None and value != _MARK:
                 return True
     return False
 
