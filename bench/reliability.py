@@ -559,6 +559,13 @@ def diff_78mb_x4(ctx):
     return run, (outcomes == ["pass"] * 4, f"{outcomes.count('pass')} of 4 pass")
 
 
+@attack("flood: 78 MB of changes in each of 8 trials at concurrency 8")
+def diff_78mb_x8(ctx):
+    run, _ = flood(ctx, "diff", ctx.scale(160_000), trials=8)
+    outcomes = [r.get("outcome") for r in run.records]
+    return run, (outcomes == ["pass"] * 8, f"{outcomes.count('pass')} of 8 pass")
+
+
 @attack("flood: a 1 GiB sparse file in the workspace (read_tree)")
 def sparse_file(ctx):
     run, rec = flood(ctx, "sparse", (256 if ctx.quick else 1024) << 20)

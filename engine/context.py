@@ -67,7 +67,7 @@ class Context:
     def _sandbox_call(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except SandboxGone:
+        except (SandboxGone, OSError):  # OSError: a tree's contents, removed with the sandbox
             if self._trial.aborted.is_set():
                 raise TrialAborted() from None
             raise
@@ -124,10 +124,18 @@ class Context:
             trial.add_turn(record)
             raise TrialAborted()
         with rec.phase("diff", index=n) as phase:
-            tree = self._sandbox_call(trial.sandbox.read_tree)
-            record.diff, changed = tree_diff(self._previous_tree, tree)
-            self._cumulative, self._files_changed = tree_diff(trial.snapshot, tree)
+            previous, snapshot = self._previous_tree, trial.snapshot
+            tree = self._sandbox_call(trial.sandbox.read_tree, base=previous)
+            record.diff, changed = self._sandbox_call(tree_diff, previous, tree)
+            if previous is snapshot:  # the first turn: its own diff is the cumulative one; not made twice
+                self._cumulative, self._files_changed = record.diff, changed
+            else:
+                self._cumulative, self._files_changed = self._sandbox_call(tree_diff, snapshot, tree)
             record.cumulative_diff, record.files_changed = self._cumulative, changed
+            # Only the last cumulative diff is stored (Trial._finish): the earlier ones go now.
+            trial.drop_cumulative_diffs()
+            if previous is not snapshot and tree.blobs is not None:  # contents only the last tree had
+                self._sandbox_call(tree.blobs.release, previous, tree, snapshot)
             self._previous_tree = tree
             phase.text = f"{n} · {plural(len(changed), 'file')} changed"
         trial.add_turn(record)

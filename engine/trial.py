@@ -36,6 +36,7 @@ from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
 from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
+from .sandbox.tree import Tree
 from .spec import Case
 from .usage import usage_warnings
 
@@ -82,7 +83,7 @@ class Trial:
         self.recorder = Recorder(record, sink, redactor, since=queued_at)
         self.harness = make_harness(plan.variant)
         self.sandbox: Sandbox | None = None
-        self.snapshot: dict[str, bytes] = {}
+        self.snapshot: Tree = Tree()  # names and hashes; contents in the sandbox's tree folder
         self.aborted = threading.Event()
         self.abort_reason: str | None = None  # None: the timeout
         self.resources = self.config.defaults.resources(self.case)
@@ -105,6 +106,12 @@ class Trial:
 
     def add_turn(self, turn: Turn) -> None:
         self._append("turns", turn)
+
+    def drop_cumulative_diffs(self) -> None:
+        """A turn was diffed: the cumulative diffs of the turns before it are out of date."""
+        with self.recorder.lock:
+            for turn in self.record.turns:
+                turn.cumulative_diff = ""
 
     def add_validation(self, validation: Validation) -> None:
         self._append("validations", validation)

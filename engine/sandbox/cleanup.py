@@ -4,7 +4,8 @@ Every container, network and volume carries `proctor=1`, its trial and batch,
 and `proctor.owner`: the host, pid and start time of the process that made it.
 The host folders the engine makes are named after that process too: a trial's
 gateway folder (its gateway socket) `proctor-gw-PID-TICKS-…`, a batch's git
-folder (its git sources, fetched on the host) `proctor-git-PID-TICKS-…`. The
+folder (its git sources, fetched on the host) `proctor-git-PID-TICKS-…`, a
+sandbox's tree folder (the workspace contents its diffs read) `proctor-tree-PID-TICKS-…`. The
 sweep at every start removes only what belongs to a process that is gone, so a
 live studio and a live CLI run on one machine never sweep each other.
 """
@@ -26,6 +27,7 @@ from docker.errors import DockerException, NotFound
 LABEL = "proctor"
 GATEWAY_PREFIX = "proctor-gw-"
 GIT_PREFIX = "proctor-git-"
+TREE_PREFIX = "proctor-tree-"
 _OWNER_IN_NAME = re.compile(r"(\d+)-(\d+)-")  # after the prefix: PID-TICKS-
 # A folder named before folders carried their owner: left behind if this old.
 UNOWNED_AFTER_S = 86400
@@ -81,11 +83,13 @@ class Swept:
     trials: list[str] | None = None
     folders: int = 0  # gateway folders
     git_folders: int = 0
+    tree_folders: int = 0
 
     def __str__(self) -> str:
         closed = f", closed {len(self.trials)} trials as infra_error" if self.trials else ""
         return (f"removed {self.containers} containers, {self.networks} networks, {self.volumes} volumes, "
-                f"{self.folders} gateway folders, {self.git_folders} git folders{closed}")
+                f"{self.folders} gateway folders, {self.git_folders} git folders, "
+                f"{self.tree_folders} tree folders{closed}")
 
 
 def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
@@ -116,11 +120,12 @@ def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
             swept.volumes += 1
     swept.folders = sweep_folders(everything)
     swept.git_folders = sweep_folders(everything, prefix=GIT_PREFIX)
+    swept.tree_folders = sweep_folders(everything, prefix=TREE_PREFIX)
     return swept
 
 
 def sweep_folders(everything: bool = False, tmp: Path | None = None, prefix: str = GATEWAY_PREFIX) -> int:
-    """Remove this user's folders named `prefix`… (gateway or git) whose owner is gone
+    """Remove this user's folders named `prefix`… (gateway, git or tree) whose owner is gone
     (or all); returns how many."""
     folder = Path(tmp or tempfile.gettempdir())
     removed = 0

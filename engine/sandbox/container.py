@@ -7,20 +7,24 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sqlite3
 import tarfile
 import threading
 import time
 import weakref
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Callable, Iterable, Iterator, Literal
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import Mount, Ulimit
 
+from .. import limits
 from ..spec import format_size
+from .cleanup import TREE_PREFIX, owner_folder, owner_id
 from .output import OutputCollector
+from .tree import Blobs, Tree
 
 if TYPE_CHECKING:
     from ..config import Resources
@@ -30,13 +34,17 @@ WORKSPACE = "/workspace"
 ENGINE_DIR = "/tmp/.proctor"
 KILL_GRACE_S = 3
 STOP_GRACE_S = 2
-# What reading the sandbox may cost, whatever the agent leaves in it: one file's content
-# kept in a tree; all content kept in one tree (later files are hashed, not kept); the
-# entries of one tree; the tar stream read for one tree (a sparse file costs no disk but
-# streams every byte); and one file read whole (c.read_file).
+# What reading the sandbox may cost, whatever the agent leaves in it. A tree holds only names
+# and hashes in memory; the contents of files a diff can show (at most limits.DIFF_SOURCE)
+# go to the sandbox's tree folder on the host's disk. A larger file is named too large in a
+# diff up to TREE_FILE_MAX, and past it shows as `<large file: N bytes>`. Then: the new
+# content one tree writes to disk (later files are hashed, not kept); the entries of one
+# tree, and the bytes of their names; the tar stream read for one tree (a sparse file costs
+# no disk but streams every byte); one file read whole (c.read_file).
 TREE_FILE_MAX = 5_000_000
-TREE_TOTAL_MAX = 64 << 20
+TREE_TOTAL_MAX = 256 << 20
 TREE_FILES_MAX = 50_000
+TREE_NAMES_MAX = 8 << 20
 TREE_STREAM_MAX = 2 << 30
 READ_FILE_MAX = 16 << 20
 # The tree's entry that says it was cut; a name no relative path of a real file takes.
@@ -134,6 +142,9 @@ class Sandbox:
         # Root ran a command since /workspace was last handed over: it may have left files
         # the agent cannot edit.
         self.workspace_dirty = False
+        # The contents of the trees read (read_tree), on the host; removed with the sandbox.
+        self._blobs: Blobs | None = None
+        self._blobs_lock = threading.Lock()
 
     @classmethod
     def create(cls, client: docker.DockerClient, image: str, labels: dict[str, str],
@@ -284,20 +295,24 @@ class Sandbox:
         except DockerException as e:
             raise SandboxGone(f"could not copy files into the sandbox: {str(e)[:200]}") from None
 
-    def read_tree(self, path: str = WORKSPACE, skip_git: bool = True) -> dict[str, bytes]:
+    def read_tree(self, path: str = WORKSPACE, skip_git: bool = True, base: Tree | None = None) -> Tree:
         """Every regular file under `path` (symlinks as `-> target`), from outside the
         sandbox's processes, so the agent can neither see nor disturb it. The tar is read
-        as it streams: a file over TREE_FILE_MAX is `<large file: N bytes>`, content past
-        TREE_TOTAL_MAX is `<not kept: …>` with its hash, and past TREE_FILES_MAX entries or
-        TREE_STREAM_MAX bytes of stream the rest is not read (TREE_NOTE says so)."""
-        tree: dict[str, bytes] = {}
-        kept = 0
+        as it streams; the tree holds each path's size and sha256, and the content of a file
+        a diff can show goes to the tree folder on disk (`Tree`): a larger file is `<large
+        file: N bytes>`, past TREE_TOTAL_MAX of new content a file is `<not kept: …>` with
+        its hash, and past TREE_FILES_MAX entries, TREE_NAMES_MAX bytes of names or
+        TREE_STREAM_MAX bytes of stream the rest is not read (TREE_NOTE says so). `base`:
+        the tree read before, whose unchanged entries this one shares."""
+        blobs = self._tree_blobs()
+        tree = Tree(blobs, base)
+        written = names = 0
         root = PurePosixPath(path).name
         reader: _ChunkReader | None = None
         unread = ""
         try:
             reader = self._archive(path, f"could not read {path} from the sandbox")
-            with tarfile.open(fileobj=reader, mode="r|", bufsize=_CHUNK) as tar:
+            with tarfile.open(fileobj=reader, mode="r|", bufsize=_CHUNK) as tar, blobs.batch():
                 for member in _members(tar):
                     rel = str(PurePosixPath(member.name).relative_to(root)) if member.name != root else ""
                     if not rel or (skip_git and _skipped(rel)):
@@ -305,16 +320,30 @@ class Sandbox:
                     if len(tree) >= TREE_FILES_MAX:
                         unread = f"a tree keeps at most {TREE_FILES_MAX} files"
                         break
+                    names += len(rel) + len(member.linkname)
+                    if names > TREE_NAMES_MAX:
+                        unread = f"a tree keeps at most {format_size(TREE_NAMES_MAX)} of file names"
+                        break
                     if member.issym():
-                        tree[rel] = f"-> {member.linkname}".encode()
+                        tree.add_text(rel, f"-> {member.linkname}".encode())
                     elif member.isfile():
-                        if member.size > TREE_FILE_MAX:
-                            tree[rel] = f"<large file: {member.size} bytes>".encode()
-                        elif kept + member.size > TREE_TOTAL_MAX:
-                            tree[rel] = _not_kept(tar, member)
+                        source = tar.extractfile(member)
+                        assert source is not None
+                        size = member.size
+                        if size > limits.DIFF_SOURCE:  # never diffed: hashed as it streams, not kept
+                            tree.add(rel, size, _sha256(source), f"<large file: {size} bytes>".encode(),
+                                     sized=size <= TREE_FILE_MAX)
+                            continue
+                        data = source.read()
+                        digest = hashlib.sha256(data).digest()
+                        if tree.kept_before(rel, size, digest):
+                            kept, new = True, 0
                         else:
-                            tree[rel] = tar.extractfile(member).read()  # type: ignore[union-attr]
-                            kept += len(tree[rel])
+                            kept, new = blobs.put(digest, data, write=written + size <= TREE_TOTAL_MAX)
+                        tree.add(rel, size, digest, None if kept else _not_kept(size, digest))
+                        if new:
+                            written += new
+                            tree.wrote.add(digest)
         except _StreamCut:
             unread = f"a tree reads at most {format_size(TREE_STREAM_MAX)} of the sandbox"
         except (tarfile.TarError, DockerException, OSError) as e:
@@ -325,8 +354,24 @@ class Sandbox:
             if reader is not None:
                 reader.close()
         if unread:
-            tree[TREE_NOTE] = f"<files not read: {unread}>".encode()
+            tree.add_text(TREE_NOTE, f"<files not read: {unread}>".encode())
         return tree
+
+    @property
+    def tree_folder(self) -> Path | None:
+        """Where the contents of this sandbox's trees are kept on the host (None: none read)."""
+        return self._blobs.folder if self._blobs is not None else None
+
+    def _tree_blobs(self) -> Blobs:
+        with self._blobs_lock:  # never a folder made after destroy() removed it
+            if self.destroyed:
+                raise SandboxGone("the sandbox was destroyed while it was read")
+            if self._blobs is None:
+                try:
+                    self._blobs = Blobs(owner_folder(TREE_PREFIX, owner_id()))
+                except (OSError, sqlite3.Error) as e:
+                    raise SandboxGone(f"could not make a tree folder on this host: {str(e)[:200]}") from None
+            return self._blobs
 
     def read_file(self, path: str, limit: int = READ_FILE_MAX) -> bytes:
         """One file, whole; FileTooLarge past `limit`, known from its size before any byte is read."""
@@ -380,12 +425,16 @@ class Sandbox:
         return _ChunkReader(chunks, stat, TREE_STREAM_MAX)
 
     def destroy(self) -> None:
-        """Kill and remove at once; safe to call twice and from another thread."""
+        """Kill and remove at once, and its tree folder; safe to call twice and from another thread."""
         self.destroyed = True
         try:
             self.api.remove_container(self.id, force=True)
         except NotFound:
             pass
+        finally:
+            with self._blobs_lock:
+                if self._blobs is not None:
+                    self._blobs.remove()
 
 
 def _create(api, image: str, labels: dict[str, str], options: dict, storage_opt: dict | None) -> str:
@@ -459,15 +508,17 @@ def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
-def _not_kept(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    """A file past the tree's content budget: its size and hash, so a change still shows."""
-    source = tar.extractfile(member)
-    assert source is not None
+def _sha256(source: IO[bytes]) -> bytes:
     digest = hashlib.sha256()
     while chunk := source.read(_CHUNK):
         digest.update(chunk)
+    return digest.digest()
+
+
+def _not_kept(size: int, digest: bytes) -> bytes:
+    """A file past the tree's content budget: its size and hash, so a change still shows."""
     return (f"<not kept: the tree is over {format_size(TREE_TOTAL_MAX)}; "
-            f"{member.size} bytes, sha256 {digest.hexdigest()[:16]}>").encode()
+            f"{size} bytes, sha256 {digest.hex()[:16]}>").encode()
 
 
 def _skipped(rel: str) -> bool:
