@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         entry.load()(sub)
 
     cleanup = command("cleanup", cmd_cleanup, "remove the containers, networks, volumes, "
-                      "and gateway and git folders that stopped engines left behind")
+                      "and gateway, git and tree folders that stopped engines left behind")
     cleanup.add_argument("--all", action="store_true",
                          help="also remove those of engines still running (a studio, another run)")
     return parser

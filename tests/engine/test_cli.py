@@ -201,7 +201,7 @@ def test_cleanup_help_names_what_it_removes(capsys):
         with pytest.raises(SystemExit):
             main(argv)
         out = " ".join(capsys.readouterr().out.split())
-        assert "gateway and git folders" in out, out
+        assert "gateway, git and tree folders" in out, out
 
 
 def test_docker_not_reachable_exits_3_saying_what_to_do(tmp_path):
