@@ -365,7 +365,10 @@ def _record_lines(data: dict[str, Any], trial_id: str) -> list[str]:
     def items(value: Any) -> list[dict[str, Any]]:
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
-    lines = [f"{text(data, 'id', trial_id)}  {text(data, 'case_id')}#{text(data, 'trial')} · "
+    # The id asked for (or the full one it starts); a damaged record's own id may be anything.
+    stored_id = data.get("id")
+    shown_id = stored_id if isinstance(stored_id, str) and stored_id.startswith(trial_id) else trial_id
+    lines = [f"{shown_id}  {text(data, 'case_id')}#{text(data, 'trial')} · "
              f"{text(data, 'variant')}  {text(data, 'outcome', 'running')}"]
     if isinstance(failure := data.get("failure"), dict):
         where = f" ({text(failure, 'where')})" if failure.get("where") else ""
