@@ -450,8 +450,21 @@ def _daemon_facts(api) -> _DaemonFacts:
     with _DAEMONS_LOCK:
         facts = _DAEMONS.get(api)
         if facts is None:
-            facts = _DAEMONS[api] = _DaemonFacts(cpus=int(api.info().get("NCPU") or 1))
+            info = api.info()
+            facts = _DAEMONS[api] = _DaemonFacts(cpus=int(info.get("NCPU") or 1),
+                                                 storage_opt=_storage_opt_known(info))
         return facts
+
+
+def _storage_opt_known(info: dict) -> bool | None:
+    """False where `docker info` already says the driver cannot bound a container's size
+    (overlay2 does only on xfs), so no trial wastes a refused create finding out; None: try."""
+    if info.get("Driver") == "overlay2":
+        status = {k: v for k, v in info.get("DriverStatus") or [] if isinstance(k, str)}
+        backing = status.get("Backing Filesystem")
+        if backing and backing != "xfs":
+            return False
+    return None
 
 
 def _storage_opt_refused(error: APIError) -> bool:

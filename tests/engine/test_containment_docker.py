@@ -319,3 +319,14 @@ def test_a_tree_keeps_a_bounded_number_of_bytes_and_files(docker_client, bare_co
     assert sum(map(len, kept)) <= 4000
     assert any(v.startswith(b"<not kept:") for v in tree.values()), tree
     assert len(tree) == 21 and b"files not read" in tree[container_module.TREE_NOTE], tree
+
+
+def test_docker_info_decides_the_disk_bound_without_a_refused_create(docker_client):
+    from engine.sandbox.container import _storage_opt_known
+
+    assert _storage_opt_known({"Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "extfs"]]}) is False
+    assert _storage_opt_known({"Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "xfs"]]}) is None
+    assert _storage_opt_known({"Driver": "btrfs", "DriverStatus": []}) is None
+    # This machine's daemon: what it says decides, and creating a sandbox makes one request.
+    info = docker_client.api.info()
+    assert _storage_opt_known(info) in (False, None)
