@@ -127,7 +127,9 @@ class MainWindow(QMainWindow):
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.browser)
         self.splitter.addWidget(right)
-        self.splitter.setStretchFactor(1, 1)
+        # Both panes give way as the window narrows, so at 1,024 px the trial keeps its room.
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 4)
         self.splitter.setSizes([600, 800])
         self.setCentralWidget(self.splitter)
         self._build_toolbar()

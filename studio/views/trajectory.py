@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from PySide6.QtCore import (QItemSelection, QItemSelectionModel, QModelIndex, QPersistentModelIndex,
                             QPointF, QRectF, QSize, Qt, Signal)
 from PySide6.QtGui import (QColor, QFont, QFontMetrics, QGuiApplication, QIcon, QKeyEvent, QKeySequence,
-                           QPainter, QPalette, QPen, QPixmap, QPolygonF, QShortcut, QShowEvent)
+                           QPainter, QPalette, QPen, QPixmap, QPolygonF, QResizeEvent, QShortcut,
+                           QShowEvent)
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QLineEdit,
                                QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
                                QToolButton, QVBoxLayout, QWidget)
@@ -379,7 +380,7 @@ class TrajectoryView(QWidget):
             bar.addWidget(chip)
         bar.addStretch(1)
         self.search = QLineEdit(placeholderText="Search  (Ctrl+F)", clearButtonEnabled=True)
-        self.search.setMinimumWidth(200)
+        self.search.setMinimumWidth(160)
         self.search.textChanged.connect(self._on_search)
         shift = Qt.KeyboardModifier.ShiftModifier
         self.search.returnPressed.connect(
@@ -414,6 +415,11 @@ class TrajectoryView(QWidget):
         layout.setSpacing(0)
         layout.addLayout(bar)
         layout.addWidget(self.list)
+        # The chips' labels need about 350 px more than their icons: below that width the
+        # chips show icons only (their tooltips name them), so a 1,024-pixel window fits.
+        self._bar = bar
+        self._wide_enough = bar.sizeHint().width()
+        self.setMinimumWidth(bar.minimumSize().width() - self._labels_width())
 
         context = Qt.ShortcutContext.WidgetWithChildrenShortcut
         # Ctrl+F belongs to the window, which calls focus_search() on the current tab.
@@ -446,6 +452,17 @@ class TrajectoryView(QWidget):
         if following and shown:
             self.list.scrollToBottom()
         self._follow_when_shown = following and not shown
+
+    def _labels_width(self) -> int:
+        return sum(chip.sizeHint().width() - chip.iconSize().width() - 12 for chip in self.chips.values())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        style = (Qt.ToolButtonStyle.ToolButtonTextBesideIcon if event.size().width() >= self._wide_enough
+                 else Qt.ToolButtonStyle.ToolButtonIconOnly)
+        for chip in self.chips.values():
+            if chip.toolButtonStyle() != style:
+                chip.setToolButtonStyle(style)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)

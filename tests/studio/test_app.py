@@ -214,6 +214,18 @@ def test_screenshots_render_headless(recorded, tmp_path):
     assert missing.returncode == 2 and "no batch or trial t_nope" in missing.stderr
 
 
+def test_a_screenshot_at_1024_by_700_is_that_size_with_the_trajectory_chips_as_icons(recorded, tmp_path):
+    out = tmp_path / "small.png"
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "studio", "--store", str(recorded.store_path),
+                           "--open", recorded.trials["adds_numbers"], "--view", "trajectory",
+                           "--screenshot", str(out), "--size", "1024x700"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(out))
+    # The window used to hold itself 1,339 px wide: the chips' labels and the browser's filters.
+    assert (image.width(), image.height()) == (1024, 700)
+
+
 def test_a_corrupt_store_is_one_sentence_not_a_crash(tmp_path, qtbot):
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(os.urandom(4096))
