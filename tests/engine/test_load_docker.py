@@ -87,13 +87,14 @@ command = "echo '{{\\"type\\":\\"finished\\",\\"reason\\":\\"done\\"}}'"
     assert run.distribution.trials == TRIALS
     outcomes = [t.outcome for t in run.trials]
     assert outcomes.count("pass") == TRIALS, {o: outcomes.count(o) for o in set(outcomes)}
-    assert len(finished) == TRIALS
-    assert all(store.get_trial(t.id) is not None for t in run.trials)
+    assert len(finished) == TRIALS, f"{len(finished)} trial_finished events"
+    missing = [t.id for t in run.trials if store.get_trial(t.id) is None]
+    assert not missing, f"{len(missing)} records missing, e.g. {missing[:3]}"
 
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         running = db.execute("SELECT count(*) FROM trial WHERE status != 'done'").fetchone()[0]
-        assert running == 0
+        assert running == 0, f"{running} trials not done"
     left = docker_client.api.containers(all=True, filters={"label": f"proctor.batch={handle.batch_id}"})
     assert left == []
 
