@@ -97,7 +97,8 @@ def records(draw) -> Any:
             data.pop(key, None)
         else:
             data[key] = draw(json_values)
-    for span in data.get("phases") or []:
+    phases = data.get("phases")
+    for span in phases if isinstance(phases, list) else []:  # a drawn value may stand there
         if isinstance(span, dict) and draw(st.booleans()):
             span[draw(st.sampled_from(["phase", "status", "start_ms", "end_ms", "index", "detail"]))] = \
                 draw(json_values)
