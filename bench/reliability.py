@@ -48,10 +48,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.conftest import EchoUpstream, HostService  # noqa: E402  (the tests' loopback stand-ins)
+
 SOURCE = ROOT  # the engine's code: the working tree, or a revision exported by --rev
 DOCKER = None  # a docker client, to look for containers a batch left behind
 IMAGE = "proctor-test-base:bookworm"
@@ -743,39 +746,6 @@ def sigterm(ctx):
 # --- loopback stand-ins -------------------------------------------------------------------------
 
 
-class _Upstream(BaseHTTPRequestHandler):
-    """api.example.test's stand-in: /v1/headers answers with the request's own headers."""
-    seen: list[dict] = []
-
-    def do_GET(self):
-        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
-        echo = self.path.startswith("/v1/headers")
-        body = json.dumps(dict(self.headers) if echo else {"ok": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-class _HostService(BaseHTTPRequestHandler):
-    """A service of the host's own on 127.0.0.1, which no sandbox may reach."""
-    seen: list[str] = []
-
-    def do_GET(self):
-        type(self).seen.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", "7")
-        self.end_headers()
-        self.wfile.write(b"private")
-
-    def log_message(self, *args):
-        pass
-
-
 def _serve(ctx: Context, name: str, handler, context: ssl.SSLContext | None = None):
     if name not in ctx.servers:
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -825,12 +795,12 @@ def start_upstream(ctx: Context) -> tuple[int, Path, list[dict]]:
             serialization.NoEncryption()))
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(folder / "leaf.pem", folder / "leaf.key")
-        _serve(ctx, "upstream", _Upstream, context)
-    return ctx.servers["upstream"].server_address[1], folder / "ca.pem", _Upstream.seen
+        _serve(ctx, "upstream", EchoUpstream, context)
+    return ctx.servers["upstream"].server_address[1], folder / "ca.pem", EchoUpstream.seen
 
 
 def start_host_service(ctx: Context) -> tuple[int, list[str]]:
-    return _serve(ctx, "service", _HostService).server_address[1], _HostService.seen
+    return _serve(ctx, "service", HostService).server_address[1], HostService.seen
 
 
 # --- the table ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ instead of skipping them."""
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from http.server import BaseHTTPRequestHandler
@@ -96,6 +97,30 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass  # no request lines in the test output
+
+
+class EchoUpstream(JsonHandler):
+    """api.example.test's stand-in: /v1/headers answers with the request's own headers (a
+    hostile upstream); `seen` keeps each request's path and Authorization."""
+
+    seen: list[dict] = []
+
+    def do_GET(self):
+        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
+        body = json.dumps({"ok": True, "path": self.path.split("?")[0]}).encode()
+        if self.path.startswith("/v1/headers"):
+            body = json.dumps(dict(self.headers)).encode()
+        self.reply(body)
+
+
+class HostService(JsonHandler):
+    """A service of the host's own on 127.0.0.1, which no sandbox may reach."""
+
+    seen: list[str] = []
+
+    def do_GET(self):
+        type(self).seen.append(self.path)
+        self.reply(b"private")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,11 +4,10 @@ the agent never sees. Every byte stays on loopback or the gateway's Unix socket.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sqlite3
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import BASE_IMAGE, JsonHandler
+from tests.conftest import BASE_IMAGE, EchoUpstream, HostService
 
 REAL_KEY = "real-example-key-" + "7d3f9a1c5e8b2046"
 
@@ -38,17 +37,6 @@ def _cert(name: str, issuer_key, issuer_name, key, ca: bool):
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-class _Upstream(JsonHandler):
-    seen: list[dict] = []
-
-    def do_GET(self):
-        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
-        body = json.dumps({"ok": True, "path": self.path.split("?")[0]}).encode()
-        if self.path.startswith("/v1/headers"):  # a hostile upstream: the request's headers back
-            body = json.dumps(dict(self.headers)).encode()
-        self.reply(body)
-
-
 @pytest.fixture
 def upstream(tmp_path):
     """An HTTPS stand-in for api.example.test on 127.0.0.1, with its own self-signed CA."""
@@ -61,11 +49,11 @@ def upstream(tmp_path):
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "leaf.pem", tmp_path / "leaf.key")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoUpstream)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    _Upstream.seen = []
+    EchoUpstream.seen = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1], tmp_path / "upstream-ca.pem", _Upstream.seen
+    yield server.server_address[1], tmp_path / "upstream-ca.pem", EchoUpstream.seen
     server.shutdown()
 
 
@@ -200,21 +188,6 @@ def gateway_fails(c):
     assert not record.turns
 
 
-class _HostService(BaseHTTPRequestHandler):
-    """A service of the host's own on 127.0.0.1, which the sandbox must not reach."""
-    seen: list[str] = []
-
-    def do_GET(self):
-        type(self).seen.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", "7")
-        self.end_headers()
-        self.wfile.write(b"private")
-
-    def log_message(self, *args):
-        pass
-
-
 ATTACKER = r'''
 import json, os, urllib.error, urllib.request
 def say(**item):
@@ -237,10 +210,10 @@ say(type="finished", reason="done")
 
 @pytest.fixture
 def host_service():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostService)
-    _HostService.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HostService)
+    HostService.seen = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1], _HostService.seen
+    yield server.server_address[1], HostService.seen
     server.shutdown()
 
 
