@@ -148,3 +148,26 @@ def run_eval(docker_client, store):
         return summary, events, records
 
     return run
+
+
+@pytest.fixture
+def bare_container(docker_client):
+    """A plain container (no engine, no network): `bare_container(script)` runs the script in it
+    as root and returns its id, for tests that read its tree; removed after the test."""
+    from engine.sandbox.cleanup import labels, owner_id
+
+    api = docker_client.api
+    made = api.create_container(BASE_IMAGE, command=["sleep", "infinity"],
+                                labels=labels("b_bare", "t_bare", owner_id()),
+                                host_config=api.create_host_config(network_mode="none"))["Id"]
+    api.start(made)
+
+    def run(script: str) -> str:
+        api.exec_start(api.exec_create(made, ["sh", "-c", script])["Id"])
+        return made
+
+    yield run
+    try:
+        api.remove_container(made, force=True)
+    except Exception:
+        pass  # the test destroyed it

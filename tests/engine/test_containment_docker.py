@@ -273,25 +273,6 @@ print(json.dumps({"rss_mb": peak // 1024,
 """
 
 
-@pytest.fixture
-def bare_container(docker_client):
-    """A plain container (no engine), for reading its tree; removed after the test."""
-    from engine.sandbox.cleanup import labels, owner_id
-
-    api = docker_client.api
-    made = api.create_container(BASE_IMAGE, command=["sleep", "infinity"],
-                                labels=labels("b_tree", "t_tree", owner_id()),
-                                host_config=api.create_host_config(network_mode="none"))["Id"]
-    api.start(made)
-
-    def run(script: str) -> str:
-        api.exec_start(api.exec_create(made, ["sh", "-c", script])["Id"])
-        return made
-
-    yield run
-    api.remove_container(made, force=True)
-
-
 def test_reading_a_tree_with_a_huge_sparse_file_stays_cheap(bare_container):
     container = bare_container("mkdir -p /workspace && cd /workspace && echo a > a.txt"
                                " && truncate -s 256M big && echo z > zz.txt")

@@ -30,26 +30,9 @@ def this_process_tree_folders() -> list[Path]:
 
 
 @pytest.fixture
-def workspace_container(docker_client):
-    """A plain container (no engine) whose /workspace a test fills; removed after the test."""
-    from engine.sandbox.cleanup import labels, owner_id
-
-    api = docker_client.api
-    made = api.create_container(BASE_IMAGE, command=["sleep", "infinity"],
-                                labels=labels("b_tree_memory", "t_tree_memory", owner_id()),
-                                host_config=api.create_host_config(network_mode="none"))["Id"]
-    api.start(made)
-
-    def fill(script: str) -> str:
-        command = ["sh", "-c", f"mkdir -p /workspace && cd /workspace && {script}"]
-        api.exec_start(api.exec_create(made, command)["Id"])
-        return made
-
-    yield fill
-    try:
-        api.remove_container(made, force=True)
-    except Exception:
-        pass  # the child destroyed it
+def workspace_container(bare_container):
+    """A plain container whose /workspace the script fills (see `bare_container`)."""
+    return lambda script: bare_container(f"mkdir -p /workspace && cd /workspace && {script}")
 
 
 # A snapshot of 150 text files of 1 MB (150 MB) and a 6 MB binary, a turn that changes the last
