@@ -196,9 +196,11 @@ class TrialRecord(_Model):
     source: dict[str, str] = Field(default_factory=dict)  # eval file snapshot: path -> text
 
     def to_json(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        data["trajectory"] = [item.to_json() for item in self.trajectory]
-        return data
+        # The trajectory is dumped once, item by item with only its kind's fields, in its place.
+        data = self.model_dump(mode="json", exclude={"trajectory"})
+        trajectory = [item.to_json() for item in self.trajectory]
+        return {name: trajectory if name == "trajectory" else data[name]
+                for name in type(self).model_fields if name == "trajectory" or name in data}
 
 
 class Distribution(_Model):

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BASE_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "import glob, os, sqlite3, tempfile\nfrom pathlib import Path\nfrom engine import evaluation, git\n"
