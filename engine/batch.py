@@ -24,7 +24,7 @@ from .sandbox.hosts import DockerHost, HostPool, NoLiveHost, connect_host
 from .spec import Case, EvalFileError
 from .sandbox.client import DockerUnavailable
 from .store import Store, StoreError
-from .events import iso_ms, utc_now
+from .text import iso_ms, utc_now
 from .trial import Trial, TrialPlan
 
 ENGINE_STOPPED = "engine stopped"

@@ -21,7 +21,7 @@ from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
 from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
 from .models import BatchSummary
-from .recorder import fmt_ms
+from .text import fmt_ms
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
 from .store import Store, StoreError, default_store_path

@@ -15,7 +15,7 @@ from .judge import ask_judge
 from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
 from .phases.diff import tree_diff
-from .recorder import plural
+from .text import plural
 from .redact import holds_password_assignment
 from .sandbox.container import SandboxGone
 from .spec import parse_duration

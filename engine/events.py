@@ -7,27 +7,12 @@ and, where it has one, its trial; `at` is epoch milliseconds.
 
 from __future__ import annotations
 
-import time
-from datetime import datetime, timezone
 from typing import Annotated, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .models import Failure, Outcome, PhaseName, PhaseStatus
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def iso_ms(epoch_ms: int | float) -> str:
-    """Epoch milliseconds as the record writes times: `2026-11-29T17:40:47.120Z`."""
-    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
-
-
-def utc_now() -> str:
-    return iso_ms(now_ms())
+from .text import now_ms
 
 
 class _Event(BaseModel):

@@ -16,30 +16,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from . import limits
-from .events import EventSink, PhaseEnded, PhaseProgress, PhaseStarted, now_ms
+from .events import EventSink, PhaseEnded, PhaseProgress, PhaseStarted
+from .text import fmt_ms, now_ms
 from .models import PhaseName, PhaseSpan, PhaseStatus, TrajectoryItem, TrialRecord
 from .redact import Redactor
-
-
-def fmt_ms(ms: int | float | None) -> str:
-    """A duration as people read it: 33ms, 4.1s, 41s, 2m05s, 1h02m; `—` for none."""
-    if ms is None:
-        return "—"
-    ms = int(ms)
-    if ms < 1000:
-        return f"{ms}ms"
-    if ms < 60_000:
-        s = ms / 1000
-        return f"{s:.1f}s" if s < 10 else f"{s:.0f}s"
-    m, s = divmod(round(ms / 1000), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 @dataclass

@@ -23,13 +23,14 @@ from . import limits
 from .config import Config, Variant
 from .context import Context, TrialAborted
 from .errors import Void
-from .events import EventSink, TrialFinished, TrialStarted, iso_ms, utc_now
+from .events import EventSink, TrialFinished, TrialStarted
 from .harness import HarnessFailed, make_harness
 from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
 from .phases import workspace as workspace_phase
 from .phases.git_source import GitSources
 from .phases.egress import Egress
-from .recorder import Recorder, fmt_ms, plural
+from .recorder import Recorder
+from .text import fmt_ms, iso_ms, plural, utc_now
 from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone

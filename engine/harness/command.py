@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import limits
 from ..config import Variant
-from ..events import iso_ms
+from ..text import iso_ms
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from . import OnItem, TurnOutput

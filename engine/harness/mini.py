@@ -21,7 +21,7 @@ import httpx
 from .. import limits
 from ..config import Variant
 from ..errors import Void
-from ..events import utc_now
+from ..text import utc_now
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import WORKSPACE, Sandbox, SandboxGone
 from . import OnItem, TurnOutput

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QHeaderView, QLabel, QStackedWidget, QVBoxLayout, 
 
 from engine.models import TrialRecord
 from studio.theme import VALIDATION_COLOUR, fmt_ms
-from studio.views.header import plural
+from engine.text import plural
 from studio.views.overview import fmt_bytes, make_table, table_item
 
 EMPTY = ("No requests left this sandbox (it has no network; the egress gateway logs what goes "

@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor, QFont, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from engine.models import BatchSummary, Failure, TrialRecord
-from engine.recorder import plural
+from engine.text import plural
 from studio.theme import OUTCOME_COLOUR, OUTCOME_GLYPH, fmt_ms, mono_font, redacted_html
 
 _CODE = re.compile(r"`([^`]*)`?")
