@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PlainValidator, SerializeAsAny,
+                      ValidationError, field_validator, model_validator)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from .options import (Command, Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size,
-                      Trials, User, explain, name_list, shown)
+from .harness.registry import HarnessOptions, UnknownHarness, harness_class
+from .options import (Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size, Trials, User,
+                      explain, name_list, shown)
 from .spec import Case, EvalFileError
 
 CONFIG_NAME = "proctor.toml"
@@ -74,14 +77,47 @@ class Resources(BaseModel):
     user: Literal["agent", "root"]
 
 
+DEFAULT_HARNESS = "command"
+
+
 class Variant(_Section):
+    """One agent configuration: a name, a harness, and that harness's options.
+
+    proctor.toml writes the options flat beside `name` and `harness` (so does
+    `Variant(name=…, harness="mini", model=…)`); the harness's own `Options` model
+    checks them, and a key it does not take is named with the keys it does take.
+    """
+
     name: str
-    harness: Literal["command", "mini"] = "command"
-    command: Command | None = None
-    model: Filled | None = None
-    base_url: HttpUrl | None = None
-    api_key_env: EnvName | None = None
-    max_steps: int = Field(default=30, ge=1, le=10_000)
+    harness: str = DEFAULT_HARNESS
+    options: SerializeAsAny[HarnessOptions]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _flat(cls, data: Any, handler: ModelWrapValidatorHandler[Variant]) -> Variant:
+        if not isinstance(data, dict):
+            return handler(data)  # a Variant already, or no table: the handler says which
+        harness = data.get("harness", DEFAULT_HARNESS)
+        try:
+            kind = harness_class(harness)
+        except UnknownHarness as e:
+            raise _invalid([_value_error("harness", str(e), harness)]) from None
+        given = data.get("options")
+        if isinstance(given, HarnessOptions):  # built in Python with its options model
+            if not isinstance(given, kind.Options):
+                raise _invalid([_value_error("options", f"must be the {harness} harness's Options, "
+                                                         f"not {type(given).__name__}", given)])
+            return handler(data)
+        try:
+            options = kind.Options.model_validate(
+                {k: v for k, v in data.items() if k not in ("name", "harness")})
+        except ValidationError as e:
+            # An unknown key first: a misspelt `modle` is better said than the `model` it lacks.
+            errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
+            raise _invalid([_for_variant(err, data.get("name"), harness, kind.Options)
+                            for err in errors]) from None
+        common = {k: data[k] for k in ("name",) if k in data}
+        return handler({**common, "harness": harness, "options": options})
 
     @field_validator("name")
     @classmethod
@@ -89,6 +125,37 @@ class Variant(_Section):
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", v):
             raise ValueError(f"must be 1-64 letters, digits, '_', '.' or '-', not {shown(v)}")
         return v
+
+
+# The type of the error a variant gives when its harness needs a key it lacks (said in load_config).
+OPTION_MISSING = "harness_option_missing"
+
+
+def _value_error(key: str, phrase: str, value: Any) -> InitErrorDetails:
+    """A value error at `key`, its phrase following the key's name (as `options.explain` says it)."""
+    return InitErrorDetails(type=PydanticCustomError("value_error", "{error}", {"error": phrase}),
+                            loc=(key,), input=value)
+
+
+def _invalid(errors: list[InitErrorDetails]) -> ValidationError:
+    # Raised in a validator, its locations join the variant's own: variants[1].harness.
+    return ValidationError.from_exception_data("Variant", errors)
+
+
+def _for_variant(error: Any, name: Any, harness: str, options: type[HarnessOptions]
+                 ) -> InitErrorDetails:
+    """An options error as a variant states it: an unknown key names the harness's keys."""
+    loc, kind, value = tuple(error["loc"]), error["type"], error["input"]
+    if kind == "extra_forbidden":
+        keys = ", ".join(options.model_fields) or "none"
+        return _value_error(str(loc[0]), f"is not an option of the {harness} harness "
+                                         f"(its options: {keys})", value)
+    if kind == "missing" and len(loc) == 1:
+        missing = PydanticCustomError(OPTION_MISSING,
+                                      "variant {variant} uses the {harness} harness but has no {key}",
+                                      {"variant": shown(name), "harness": harness, "key": str(loc[0])})
+        return InitErrorDetails(type=missing, loc=loc, input=value)
+    return InitErrorDetails(type=kind, loc=loc, input=value, ctx=error.get("ctx") or {})
 
 
 class JudgeConfig(_Section):
@@ -192,14 +259,14 @@ def load_config(path: Path | None) -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
-        loc = e.errors(include_url=False)[0]["loc"]
-        raise EvalFileError(explain(e, toml=True), path, _line_of(text, loc)) from None
+        first = e.errors(include_url=False)[0]
+        # A key the harness needs is said with the variant's name, at its table's header.
+        missing = first["type"] in ("missing", OPTION_MISSING)
+        message = first["msg"] if first["type"] == OPTION_MISSING else explain(e, toml=True)
+        raise EvalFileError(message, path, _line_of(text, first["loc"], missing)) from None
     names = [v.name for v in config.variants]
     if len(set(names)) != len(names):
         raise EvalFileError("two variants share a name", path)
-    for variant in config.variants:
-        if variant.harness == "command" and not variant.command:
-            raise EvalFileError(f"variant {variant.name!r} uses the command harness but has no command", path)
     return config.model_copy(update={"path": path})
 
 
@@ -217,12 +284,45 @@ def _read(path: Path) -> str:
     return text
 
 
-def _line_of(text: str, loc: tuple) -> int | None:
-    """Best effort: the line of the last key named in a validation error."""
+def _line_of(text: str, loc: tuple, missing: bool = False) -> int | None:
+    """Best effort: the line of the key a validation error names, looked for within its own
+    table where that has a header (`variants[1].model` in the second [[variants]]); a
+    `missing` key is at its table's header. Else the first line the key begins."""
     keys = [k for k in loc if isinstance(k, str)]
     if not keys:
         return None
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    table = _table_lines(lines, loc) if len(keys) > 1 else None
+    if table is not None:
+        start, end = table
+        for key in reversed(keys[1:]):
+            pattern = re.compile(rf"\s*([\"']?){re.escape(key)}\1\s*[=.]")
+            for number in range(start + 1, end):
+                if pattern.match(lines[number]):
+                    return number + 1
+        if missing:
+            return start + 1
+    for number, line in enumerate(lines, 1):
         if re.match(rf"\s*\[*{re.escape(keys[-1])}\b", line):
             return number
     return None
+
+
+_HEADER = re.compile(r"\s*\[\[?\s*[\w\"'. -]+\]\]?\s*(#.*)?$")
+
+
+def _table_lines(lines: list[str], loc: tuple) -> tuple[int, int] | None:
+    """(header, next header) line indexes of the table `loc` starts in: `[defaults]`, or the
+    `loc[1]`-th `[[variants]]`; None when it has no header (an inline table, a top-level key)."""
+    if not isinstance(loc[0], str):
+        return None
+    name = re.escape(loc[0])
+    nth = loc[1] if isinstance(loc[1], int) else None
+    header = (rf"\s*\[\[\s*([\"']?){name}\1\s*\]\]" if nth is not None
+              else rf"\s*\[\s*([\"']?){name}\1\s*\](?!\])")
+    starts = [i for i, line in enumerate(lines) if re.match(header, line) and _HEADER.match(line)]
+    if len(starts) <= (nth or 0):
+        return None
+    start = starts[nth or 0]
+    end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])), len(lines))
+    return start, end

@@ -1,13 +1,17 @@
-"""Harnesses: how an agent is driven for one turn. One module per harness."""
+"""Harnesses: how an agent is driven for one turn. One module per harness, each registered
+by name with its own options model (`registry`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from ..config import Variant
 from ..models import TrajectoryItem, Usage
-from ..sandbox.container import Sandbox
+from .registry import harness_class
+
+if TYPE_CHECKING:  # engine.config imports the registry: kept light, and free of a cycle
+    from ..config import Variant
+    from ..sandbox.container import Sandbox
 
 
 class HarnessFailed(Exception):
@@ -32,7 +36,10 @@ OnItem = Callable[[TrajectoryItem], None]
 
 
 class Harness(Protocol):
-    rules_file: str
+    """One trial's agent, built from its class's `Options` (registry.HarnessClass): `start` once,
+    before the body (its text joins the harness phase), then `run_turn` for each `c.send`."""
+
+    rules_file: str  # where the eval's `rules` are written, relative to the workspace
 
     def start(self, sandbox: Sandbox) -> str: ...
 
@@ -41,10 +48,5 @@ class Harness(Protocol):
 
 
 def make_harness(variant: Variant) -> Harness:
-    if variant.harness == "command":
-        from .command import CommandHarness
-        return CommandHarness(variant)
-    if variant.harness == "mini":
-        from .mini import MiniHarness
-        return MiniHarness(variant)
-    raise ValueError(f"harness {variant.harness!r} is not available yet")
+    """A fresh harness for one trial, from the options its variant was validated with."""
+    return harness_class(variant.harness)(variant.options)

@@ -19,11 +19,12 @@ import math
 from typing import Any
 
 from .. import limits
-from ..config import Variant
+from ..options import Command
 from ..text import iso_ms
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from . import OnItem, TurnOutput
+from .registry import HarnessOptions
 
 ITEM_TYPES = {"message", "command", "toolCall", "fileChange"}
 USAGE_FIELDS = {"input": "input", "output": "output", "cacheRead": "cache_read",
@@ -227,9 +228,11 @@ class TurnReader:
 class CommandHarness:
     rules_file = "AGENTS.md"
 
-    def __init__(self, variant: Variant):
-        assert variant.command
-        self.command = variant.command
+    class Options(HarnessOptions):
+        command: Command  # run in /workspace for each turn, as the agent's user
+
+    def __init__(self, options: Options):
+        self.command = options.command
 
     def start(self, sandbox: Sandbox) -> str:
         return self.command

@@ -17,14 +17,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import Field
 
 from .. import limits
-from ..config import Variant
+from ..config import HttpUrl
 from ..errors import Void
+from ..options import EnvName, Filled
 from ..text import utc_now
 from ..models import TrajectoryItem, Usage
 from ..sandbox.container import WORKSPACE, Sandbox, SandboxGone
 from . import OnItem, TurnOutput
+from .registry import HarnessOptions
 
 RULES_FILE = "AGENTS.md"
 TOOL_TIMEOUT_S = 300  # one bash call; a hung command should not eat the whole trial
@@ -60,27 +63,30 @@ class _ApiFailed(Exception):
 class MiniHarness:
     rules_file = RULES_FILE
 
-    def __init__(self, variant: Variant):
-        self.variant = variant
-        self.max_steps = variant.max_steps
-        self.url = (variant.base_url or "").rstrip("/") + "/chat/completions"
+    class Options(HarnessOptions):
+        model: Filled
+        base_url: HttpUrl  # OpenAI-compatible: `/chat/completions` is added
+        api_key_env: EnvName | None = None  # the host variable holding the key; none for a local server
+        max_steps: int = Field(default=30, ge=1, le=10_000)  # model calls per turn
+
+    def __init__(self, options: Options):
+        self.options = options
+        self.max_steps = options.max_steps
+        self.url = options.base_url.rstrip("/") + "/chat/completions"
         self.headers: dict[str, str] = {}
         self.messages: list[dict[str, Any]] = []
 
     def start(self, sandbox: Sandbox) -> str:
-        v = self.variant
-        # Void here, before the first turn: without a model or key the agent never had a try.
-        if not v.model or not v.base_url:
-            raise Void(f"variant {v.name!r} uses the mini harness but has no "
-                       f"{'model' if not v.model else 'base_url'} in proctor.toml", "harness")
-        if v.api_key_env:
-            key = os.environ.get(v.api_key_env, "")
+        o = self.options
+        # Void here, before the first turn: without its key the agent never had a try.
+        if o.api_key_env:
+            key = os.environ.get(o.api_key_env, "")
             if not key:
-                raise Void(f"the mini harness's key variable {v.api_key_env} is not set: "
+                raise Void(f"the mini harness's key variable {o.api_key_env} is not set: "
                            "export it on the host before running", "harness")
             self.headers = {"Authorization": f"Bearer {key}"}
         self.messages = [{"role": "system", "content": SYSTEM + _rules(sandbox)}]
-        return f"{v.model} at {urlsplit(v.base_url).netloc or v.base_url}"
+        return f"{o.model} at {urlsplit(o.base_url).netloc or o.base_url}"
 
     def run_turn(self, sandbox: Sandbox, prompt: str, turn: int, timeout: float,
                  on_item: OnItem) -> TurnOutput:
@@ -152,7 +158,7 @@ class MiniHarness:
     def _complete(self, client: httpx.Client, sandbox: Sandbox, deadline: float) -> dict[str, Any]:
         """One chat completion. 429, 5xx, a lost connection or a malformed body are asked
         again with backoff, within the turn's budget; anything else raises _ApiFailed."""
-        request = {"model": self.variant.model, "messages": self.messages, "tools": [BASH_TOOL]}
+        request = {"model": self.options.model, "messages": self.messages, "tools": [BASH_TOOL]}
         problem, pause, attempts = "", 0.5, 0
         while attempts < MAX_ATTEMPTS:
             if attempts:

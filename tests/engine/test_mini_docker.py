@@ -217,7 +217,7 @@ def test_retries_stop_when_the_turn_budget_runs_out():
         destroyed = False
 
     variant = Variant(name="m", harness="mini", model="stand-in", base_url="http://model.test/v1")
-    harness = MiniHarness(variant)
+    harness = MiniHarness(variant.options)
     transport = httpx.MockTransport(lambda request: httpx.Response(503, text="overloaded"))
     started = time.monotonic()
     with httpx.Client(transport=transport) as client, pytest.raises(_ApiFailed) as failed:

@@ -527,8 +527,8 @@ def test_config_next_to_the_eval_file_is_found_and_loaded(tmp_path):
     assert config.defaults.timeout == 120
     assert config.defaults.concurrency == 2
     assert [v.name for v in config.variants] == ["scripted", "mini-4o"]
-    assert config.variants[0].command == "sh .agent/run.sh"
-    assert config.variants[1].harness == "mini" and config.variants[1].max_steps == 30
+    assert config.variants[0].options.command == "sh .agent/run.sh"
+    assert config.variants[1].harness == "mini" and config.variants[1].options.max_steps == 30
     assert config.judge is not None and config.judge.model == "gpt-4o-mini"
 
 
@@ -870,10 +870,11 @@ def test_a_config_nested_5000_levels_deep_is_one_line(tmp_path, deep):
     ("[defaults]\nimage = 5", ["defaults.image must be a string, not 5"]),
     ('defaults = "x"', ["defaults must be a table", "'x'"]),
     ('[[variants]]\nname = 5\ncommand = "true"', ["variants[0].name must be a string, not 5"]),
-    ('[[variants]]\nname = "a"\ncommand = "true"\nmax_steps = 1000000000000000000000000000000',
-     ["variants[0].max_steps", "at most"]),
+    ('[[variants]]\nname = "a"\nharness = "mini"\nmodel = "m"\nbase_url = "https://x.test/v1"\n'
+     'max_steps = 1000000000000000000000000000000', ["variants[0].max_steps", "at most"]),
     ('[[variants]]\nname = "a"\ncommand = ""', ["variants[0].command", "empty"]),
-    ('[[variants]]\nname = "a"\ncommand = "true"\napi_key_env = "not a name"', ["api_key_env", "variable name"]),
+    ('[[variants]]\nname = "a"\nharness = "mini"\nmodel = "m"\nbase_url = "https://x.test/v1"\n'
+     'api_key_env = "not a name"', ["api_key_env", "variable name"]),
     ('[judge]\nbase_url = "https://x.test/v1"\nmodel = "m"\nretries = 1000000000000000000000000000000',
      ["judge.retries", "at most"]),
     ('[judge]\nbase_url = "https://x.test/v1"\nmodel = "m"\ntimeout = inf', ["judge.timeout", "inf"]),
