@@ -5,7 +5,7 @@ The trial is bench/engine_overhead.py's minimal one (cached image, empty workspa
 a command-harness agent that runs `touch out.txt`, one check), and its helpers are
 reused from there. The engine side is one batch of one case × one variant × 32
 trials at concurrency 8, timed from `Engine.start_batch(...)` to the summary
-`Engine.wait(...)` returns. The raw side runs engine_overhead's raw per-trial
+`BatchHandle.wait()` returns. The raw side runs engine_overhead's raw per-trial
 sequence (the same Docker calls) 32 times in a ThreadPoolExecutor(8), timed from
 creating the pool to its last trial's end. After one warm-up batch of each (which
 also counts both sides' Docker API requests), rounds alternate engine, raw, … so
@@ -76,8 +76,7 @@ def engine_batch(engine: Engine, store: Store, config, cases, trials: int, concu
                      trials=trials, concurrency=concurrency, trigger="api")
     c0 = time.process_time()
     t0 = time.perf_counter()
-    handle = engine.start_batch(plan)
-    summary = engine.wait(handle.batch_id)
+    summary = engine.start_batch(plan).wait()
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     assert summary is not None

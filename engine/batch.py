@@ -55,17 +55,19 @@ class BatchPlan:
 
 @dataclass
 class BatchHandle:
+    """A batch running on its own thread: wait for it, cancel it or one of its trials,
+    hear its events. `Engine.start_batch` makes one."""
     batch_id: str
     plans: list[TrialPlan]
     cancelled: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
-    summary: BatchSummary | None = None
-    error: BaseException | None = None
     listeners: list[EventSink] = field(default_factory=list)
     running: dict[str, Trial] = field(default_factory=dict)
     skip: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     failed: str | None = None  # why the batch stopped on its own (the store failed)
+    _ended: threading.Event = field(default_factory=threading.Event, repr=False)
+    _summary: BatchSummary | None = field(default=None, repr=False)
+    _error: BaseException | None = field(default=None, repr=False)
 
     @property
     def runs(self) -> list[tuple[str, str, str]]:
@@ -74,6 +76,29 @@ class BatchHandle:
         for p in self.plans:
             seen.setdefault(p.run_id, (p.run_id, p.case.id, p.variant.name))
         return list(seen.values())
+
+    @property
+    def done(self) -> bool:
+        """The batch has ended, normally or by an error; its events have all been sent."""
+        return self._ended.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """What ended the batch if it did not end normally (None while it runs)."""
+        return self._error
+
+    def wait(self, timeout: float | None = None) -> BatchSummary | None:
+        """The batch's summary once it ends, or its error raised; None if `timeout` passed
+        first. Never cancels."""
+        if not self._ended.wait(timeout):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._summary
+
+    def listen(self, sink: EventSink) -> None:
+        """Hear every event the batch sends from now on (on the batch's threads)."""
+        self.listeners.append(sink)
 
     def cancel_trial(self, trial_id: str, reason: str) -> bool:
         """Stop one trial: a running one ends as infra_error, a waiting one is skipped."""
@@ -100,6 +125,10 @@ class BatchHandle:
             self.failed = reason
         self.cancel(reason)
 
+    def _end(self, summary: BatchSummary | None, error: BaseException | None = None) -> None:
+        self._summary, self._error = summary, error
+        self._ended.set()
+
 
 class Engine:
     """Runs batches on one Docker daemon and records them in one store."""
@@ -112,7 +141,6 @@ class Engine:
         self.images = self.local.images
         self._remote: dict[str, DockerHost] = {}  # [[hosts]] connected once, by url
         self.gateways = GatewayHost()  # one event loop serves every trial's gateway
-        self._handles: dict[str, BatchHandle] = {}
 
     def check_images(self, plan: BatchPlan) -> None:
         """Referenced images must exist (or be pullable) before anything runs."""
@@ -167,41 +195,32 @@ class Engine:
                                       run_id=run_id, trial_id=new_id("t"), trial=n,
                                       trigger=plan.trigger, owner=self.owner)
                     plans.append(trial)
-                    self.store.create_trial(_empty_record(trial), self.owner)
+                    self.store.create_trial(trial.empty_record(), self.owner)
         return BatchHandle(batch_id, plans)
 
     def start_batch(self, plan: BatchPlan, sink: EventSink | None = None) -> BatchHandle:
-        """Start a batch and return at once: its id and runs are known, its trials go on."""
+        """Plan a batch and run it on its own thread. Returns at once: the batch's id and
+        runs are known and stored, its trials go on; `sink` hears every event."""
         handle = self.plan(plan)
-        self._handles[handle.batch_id] = handle
 
         def work() -> None:
             try:
-                self.run(plan, handle, sink)
+                summary = self._run(plan, handle, sink)
             except BaseException as e:  # handed to whoever waits
-                handle.error = e
-                handle.done.set()
+                handle._end(None, e)
+            else:
+                handle._end(summary)
 
         threading.Thread(target=work, name=f"batch-{handle.batch_id}", daemon=True).start()
         return handle
 
-    def wait(self, batch_id: str, on_progress: EventSink | None = None,
-             timeout: float | None = None) -> BatchSummary | None:
-        """Wait for a batch this engine started; None if `timeout` passed first. Never cancels."""
-        handle = self._handles[batch_id]
-        if on_progress is not None:
-            handle.listeners.append(on_progress)
-        try:
-            if not handle.done.wait(timeout):
-                return None
-        finally:
-            if on_progress is not None:
-                handle.listeners.remove(on_progress)
-        if handle.error is not None:
-            raise handle.error
-        return handle.summary
+    def run(self, plan: BatchPlan, sink: EventSink | None = None) -> BatchSummary:
+        """Run a batch and wait for it; its error, if one ended it, is raised here."""
+        summary = self.start_batch(plan, sink).wait()
+        assert summary is not None  # no timeout: wait returns only once the batch ended
+        return summary
 
-    def run(self, plan: BatchPlan, handle: BatchHandle, sink: EventSink | None = None) -> BatchSummary:
+    def _run(self, plan: BatchPlan, handle: BatchHandle, sink: EventSink | None) -> BatchSummary:
         """Run every trial of a planned batch and wait for them."""
         def emit(event: Event) -> None:
             self.store.add_event(event)
@@ -282,8 +301,6 @@ class Engine:
             self.store.flush()
         summary = self.store.batch_summary(handle.batch_id)
         assert summary is not None
-        handle.summary = summary
-        handle.done.set()
         return summary
 
     def _pool(self, plan: BatchPlan) -> HostPool:
@@ -307,7 +324,7 @@ class Engine:
 
     def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None], void: str | None = None) -> None:
         """A trial that never started: skipped, or void when no host was left to run it."""
-        record = _empty_record(trial_plan)
+        record = trial_plan.empty_record()
         record.outcome = "infra_error" if void else "skipped"
         record.failure = Failure(kind="infra", reason=void) if void else None
         record.finished_at = utc_now()
@@ -315,9 +332,3 @@ class Engine:
         emit(TrialFinished(batch_id=trial_plan.batch_id, trial_id=trial_plan.trial_id,
                            case_id=trial_plan.case.id, variant=trial_plan.variant.name,
                            trial=trial_plan.trial, outcome=record.outcome, failure=record.failure))
-
-
-def _empty_record(plan: TrialPlan) -> TrialRecord:
-    return TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
-                       case_id=plan.case.id, variant=plan.variant.name, trial=plan.trial,
-                       trigger=plan.trigger, tags=list(plan.case.tags))  # type: ignore[arg-type]

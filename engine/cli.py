@@ -12,10 +12,11 @@ import re
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from datetime import datetime
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
@@ -161,60 +162,44 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: _StopSignals) -> BatchSummary:
-    """Run the batch on a thread and wait; a stop signal cancels it, and the batch still closes."""
+    """Run the batch and wait; a stop signal cancels it, and the batch still closes."""
     printer = _Printer(verbose=args.verbose, quiet=args.json)
-    result: dict[str, BatchSummary] = {}
-    errors: list[BaseException] = []
-    done = threading.Event()
-    handle = None
-    try:
-        handle = engine.plan(plan)
-
-        def work() -> None:
-            try:
-                result["summary"] = engine.run(plan, handle, printer)
-            except BaseException as e:  # surfaced on the main thread below
-                errors.append(e)
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name="batch").start()
-    except KeyboardInterrupt:
-        if handle is None:
-            raise  # nothing was stored yet
-        # Stopped between planning and starting: run it cancelled, so every trial is skipped.
-        handle.cancel()
-        stop.received = stop.received or "SIGINT"
-        return engine.run(plan, handle, printer)
-    # Wait on an Event, not on Thread.join(): a KeyboardInterrupt inside
-    # Thread.join() can leave the thread marked as stopped while it still
-    # runs (CPython gh-90882), and the batch's result would be read too early.
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            if not handle.cancelled.is_set():
+    # While the batch runs a signal is only noted, and acted on here: a KeyboardInterrupt
+    # raised inside planning or a wait could leave the batch unclosed or its result unread.
+    with stop.held():
+        handle = engine.start_batch(plan, printer)
+        while (summary := handle.wait(0.2)) is None:
+            if stop.received and not handle.cancelled.is_set():
                 handle.cancel()
-                stop.received = stop.received or "SIGINT"
                 _say(f"\ninterrupted ({stop.received}): stopping running trials, skipping the rest…")
-    if errors:
-        raise errors[0]
-    return result["summary"]
+    return summary
 
 
 class _StopSignals:
     """SIGTERM and SIGHUP (`timeout`, a CI cancel, a shutdown, a closed terminal) do what
-    Ctrl-C does: they raise KeyboardInterrupt in the main thread, which stops the batch."""
+    Ctrl-C does: they raise KeyboardInterrupt in the main thread or, while the batch runs
+    (`held`), are noted for the wait to cancel it."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.received: str | None = None
         self._previous: dict[int, Any] = {}
+        self._held = False
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.received = self.received or signal.Signals(signum).name
-        raise KeyboardInterrupt
+        if not self._held:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Inside, a signal is only noted in `received`, for the caller to act on."""
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
     def __enter__(self) -> _StopSignals:
         if threading.current_thread() is threading.main_thread():  # signal() works only there

@@ -1,33 +1,50 @@
 """`c`, the context an eval body receives: send, exec, judge, read_file, write_file, capture.
 
 Every call is a phase of the trial. Calls after the trial was aborted (timeout,
-interrupt) raise `TrialAborted`, which ends the body quietly.
+interrupt) raise `TrialAborted`, which ends the body quietly. The context sees
+its trial only through a `TrialRuntime`: the trial runner builds one, and
+nothing here imports the runner.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
-from .harness import HarnessFailed
+from .config import JudgeConfig
+from .harness import HarnessFailed, OnItem, TurnOutput
 from .judge import ask_judge
 from .matchers import ExecResult
-from .models import Artifact, TrajectoryItem, Turn as TurnRecord, Validation
+from .models import Artifact, TrajectoryItem, TurnRecord, Validation
 from .phases.diff import tree_diff
+from .recorder import Recorder
 from .text import plural
 from .redact import holds_password_assignment
-from .sandbox.container import SandboxGone
+from .sandbox.container import Sandbox, SandboxGone
+from .sandbox.tree import Tree
 from .spec import parse_duration
-
-if TYPE_CHECKING:
-    from .trial import Trial
 
 CAPTURE_MAX = 256_000
 
 
 class TrialAborted(Exception):
     """The trial was stopped (timeout or interrupt); the body ends here."""
+
+
+@dataclass(frozen=True)
+class TrialRuntime:
+    """What the context needs of its trial, fixed once the sandbox is ready and the body starts."""
+
+    sandbox: Sandbox
+    recorder: Recorder  # the record's bookkeeping and the trial's events
+    aborted: threading.Event  # set on a timeout, an interrupt or a sandbox limit
+    deadline: float  # time.monotonic() at which the body's timeout ends
+    snapshot: Tree  # the workspace before the first turn: cumulative diffs start here
+    judge: JudgeConfig | None
+    # One harness turn: (prompt, turn number, seconds left, on_item) -> what the agent did.
+    run_turn: Callable[[str, int, float, OnItem], TurnOutput]
 
 
 @dataclass
@@ -44,8 +61,8 @@ class Turn:
 
 
 class Context:
-    def __init__(self, trial: "Trial"):
-        self._trial = trial
+    def __init__(self, runtime: TrialRuntime):
+        self._runtime = runtime
         self._turns = 0
         self._checks = 0
         self._judges = 0
@@ -53,22 +70,22 @@ class Context:
         self._final_message = ""
         self._cumulative = ""
         self._files_changed: list[str] = []
-        self._previous_tree = trial.snapshot
+        self._previous_tree = runtime.snapshot
 
     # --- helpers ------------------------------------------------------------------
 
     def _live(self) -> None:
-        if self._trial.aborted.is_set():
+        if self._runtime.aborted.is_set():
             raise TrialAborted()
 
     def _remaining(self) -> float:
-        return max(self._trial.deadline - time.monotonic(), 0.1)
+        return max(self._runtime.deadline - time.monotonic(), 0.1)
 
     def _sandbox_call(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except (SandboxGone, OSError):  # OSError: a tree's contents, removed with the sandbox
-            if self._trial.aborted.is_set():
+            if self._runtime.aborted.is_set():
                 raise TrialAborted() from None
             raise
 
@@ -77,7 +94,7 @@ class Context:
     def send(self, prompt: str) -> Turn:
         """One agent turn, followed by a diff of the workspace."""
         self._live()
-        trial, rec = self._trial, self._trial.recorder
+        runtime, rec = self._runtime, self._runtime.recorder
         self._turns += 1
         n = self._turns
         self._prompts.append(prompt)
@@ -87,23 +104,23 @@ class Context:
             stored = rec.add_item(item)  # redacted, then capped; None past the item caps
             if stored is not None:
                 items.append(item)
-                rec.progress("turn", _item_line(stored), index=n, item=stored.to_json())
+                rec.progress("turn", _item_line(stored), index=n, item=stored)
 
         started = time.monotonic()
         with rec.phase("turn", index=n) as phase:
             try:
-                out = self._sandbox_call(trial.run_turn, prompt, n, self._remaining(), on_item)
+                out = self._sandbox_call(runtime.run_turn, prompt, n, self._remaining(), on_item)
             except TrialAborted:
                 phase.status, phase.text = "aborted", f"{n} aborted"
-                trial.add_turn(TurnRecord(index=n, prompt=prompt, status="aborted",
-                                          ms=int((time.monotonic() - started) * 1000)))
+                rec.add_turn(TurnRecord(index=n, prompt=prompt, status="aborted",
+                                        ms=int((time.monotonic() - started) * 1000)))
                 raise
             finally:
                 dropped = rec.end_items(n)  # one marked item counts what the caps dropped
                 if dropped is not None:
                     items.append(dropped)
-                    rec.progress("turn", _item_line(dropped), index=n, item=dropped.to_json())
-            aborted = trial.aborted.is_set()
+                    rec.progress("turn", _item_line(dropped), index=n, item=dropped)
+            aborted = runtime.aborted.is_set()
             failed = bool(out.finished_reason and out.finished_reason.startswith("failed:"))
             status = "aborted" if aborted else "failed" if failed else "completed"
             commands = sum(i.kind == "command" for i in items)
@@ -117,15 +134,15 @@ class Context:
                             ms=int((time.monotonic() - started) * 1000), final_message=out.final_message,
                             exit_code=out.exit_code, raw_output=out.raw_output,
                             finished_reason=out.finished_reason, usage=out.usage)
-        trial.add_usage(out.usage)
+        rec.add_usage(out.usage)
         if out.final_message:
             self._final_message = out.final_message
         if aborted:
-            trial.add_turn(record)
+            rec.add_turn(record)
             raise TrialAborted()
         with rec.phase("diff", index=n) as phase:
-            previous, snapshot = self._previous_tree, trial.snapshot
-            tree = self._sandbox_call(trial.sandbox.read_tree, base=previous)
+            previous, snapshot = self._previous_tree, runtime.snapshot
+            tree = self._sandbox_call(runtime.sandbox.read_tree, base=previous)
             record.diff, changed = self._sandbox_call(tree_diff, previous, tree)
             if previous is snapshot:  # the first turn: its own diff is the cumulative one; not made twice
                 self._cumulative, self._files_changed = record.diff, changed
@@ -133,12 +150,12 @@ class Context:
                 self._cumulative, self._files_changed = self._sandbox_call(tree_diff, snapshot, tree)
             record.cumulative_diff, record.files_changed = self._cumulative, changed
             # Only the last cumulative diff is stored (Trial._finish): the earlier ones go now.
-            trial.drop_cumulative_diffs()
+            rec.drop_cumulative_diffs()
             if previous is not snapshot and tree.blobs is not None:  # contents only the last tree had
                 self._sandbox_call(tree.blobs.release, previous, tree, snapshot)
             self._previous_tree = tree
             phase.text = f"{n} · {plural(len(changed), 'file')} changed"
-        trial.add_turn(record)
+        rec.add_turn(record)
         if failed:
             raise HarnessFailed(f"the harness reported {out.finished_reason}")
         return Turn(index=n, status=status, final_message=out.final_message, diff=record.diff,
@@ -147,7 +164,7 @@ class Context:
     def exec(self, command: str, timeout: str | float | None = None) -> ExecResult:
         """Run a check command in the sandbox; use the matchers on what it returns."""
         self._live()
-        trial, rec = self._trial, self._trial.recorder
+        runtime, rec = self._runtime, self._runtime.recorder
         self._checks += 1
         limit = self._remaining()
         if timeout is not None:
@@ -155,61 +172,61 @@ class Context:
         validation = Validation(kind="command", name=command, status="passed",
                                 evidence={"command": command})
         with rec.phase("check", index=self._checks, detail=command) as phase:
-            out = self._sandbox_call(trial.sandbox.exec, command, timeout=limit)
+            out = self._sandbox_call(runtime.sandbox.exec, command, timeout=limit)
             validation.ms = out.ms
             validation.evidence.update(stdout=out.stdout, stderr=out.stderr, exit_code=out.exit_code)
             if out.timed_out:
                 validation.status = "error"
                 validation.evidence["error"] = f"timed out after {limit:.0f}s"
             phase.text = f"{self._checks} `{_clip(command)}` exited {out.exit_code}"
-        trial.add_validation(validation)
-        if trial.aborted.is_set():
+        rec.add_validation(validation)
+        if runtime.aborted.is_set():
             raise TrialAborted()
         return ExecResult(validation, out.exit_code, out.stdout, out.stderr)
 
     def judge(self, criterion: str, threshold: float = 0.5, state: dict[str, Any] | None = None) -> Validation:
         """Ask the judge model whether the work meets `criterion`."""
         self._live()
-        trial, rec = self._trial, self._trial.recorder
+        rec = self._runtime.recorder
         self._judges += 1
         full_state = {"task": "\n\n".join(self._prompts), "final_message": self._final_message,
                       "files_changed": self._files_changed, "diff": self._cumulative, **(state or {})}
         with rec.phase("judge", index=self._judges, detail=criterion) as phase:
-            validation = ask_judge(trial.config.judge, criterion, threshold, full_state,
+            validation = ask_judge(self._runtime.judge, criterion, threshold, full_state,
                                    budget_s=self._remaining(), redactor=rec.redactor)
             score = validation.evidence.get("judgment", {}).get("score")
             phase.text = f"{self._judges} {validation.status}" + (
                 f" · score {score:.2f} vs {threshold:.2f}" if score is not None else "")
             if validation.status == "error":
                 phase.extras = [validation.evidence.get("error", "")]
-        trial.add_validation(validation)
+        rec.add_validation(validation)
         return validation
 
     def read_file(self, path: str) -> str:
         self._live()
-        return self._sandbox_call(self._trial.sandbox.read_file, path).decode("utf-8", "replace")
+        return self._sandbox_call(self._runtime.sandbox.read_file, path).decode("utf-8", "replace")
 
     def write_file(self, path: str, text: str | bytes) -> None:
         self._live()
         data = text.encode() if isinstance(text, str) else text
-        self._sandbox_call(self._trial.sandbox.put_files, {path: data})
+        self._sandbox_call(self._runtime.sandbox.put_files, {path: data})
 
     def capture(self, path: str) -> Artifact:
         """Save a workspace file into the record: small text only, never a binary
         or a file that holds a password assignment (`engine.redact`)."""
         self._live()
         # Streamed: a huge file is hashed, never held.
-        data, size, digest = self._sandbox_call(self._trial.sandbox.read_file_digest, path, CAPTURE_MAX + 1)
+        data, size, digest = self._sandbox_call(self._runtime.sandbox.read_file_digest, path, CAPTURE_MAX + 1)
         artifact = Artifact(path=path, bytes=size, sha256=digest)
         if size <= CAPTURE_MAX and b"\0" not in data:
             try:
                 text = data.decode("utf-8")
                 # Redaction would mask the value; a file that assigns a password stays out whole.
                 if not holds_password_assignment(text):
-                    artifact.text = self._trial.recorder.redactor.text(text)
+                    artifact.text = self._runtime.recorder.redactor.text(text)
             except UnicodeDecodeError:
                 pass
-        self._trial.add_artifact(artifact)
+        self._runtime.recorder.add_artifact(artifact)
         return artifact
 
 

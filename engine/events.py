@@ -7,11 +7,11 @@ and, where it has one, its trial; `at` is epoch milliseconds.
 
 from __future__ import annotations
 
-from typing import Annotated, Callable, Literal, Union
+from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
 
-from .models import Failure, Outcome, PhaseName, PhaseStatus
+from .models import Failure, Outcome, PhaseName, PhaseStatus, TrajectoryItem
 from .text import now_ms
 
 
@@ -60,7 +60,12 @@ class PhaseProgress(_TrialEvent):
     phase: PhaseName
     index: int | None = None
     message: str
-    item: dict | None = None
+    item: TrajectoryItem | None = None
+
+    @field_serializer("item")
+    def _item_as_stored(self, item: TrajectoryItem | None) -> dict[str, Any] | None:
+        # Only its kind's fields, as the record keeps it: the JSON stores have always held.
+        return None if item is None else item.to_json()
 
 
 class PhaseEnded(_TrialEvent):

@@ -84,7 +84,9 @@ class PhaseSpan(_Model):
     index: int | None = None  # turn number, check number, …
 
 
-class Turn(_Model):
+class TurnRecord(_Model):
+    """One turn as the record keeps it (what `c.send` returns is `engine.context.Turn`)."""
+
     index: int
     prompt: str
     status: TurnStatus
@@ -183,7 +185,7 @@ class TrialRecord(_Model):
     usage: Usage = Field(default_factory=Usage)
     usage_warnings: list[str] = Field(default_factory=list)
     phases: list[PhaseSpan] = Field(default_factory=list)
-    turns: list[Turn] = Field(default_factory=list)
+    turns: list[TurnRecord] = Field(default_factory=list)
     trajectory: list[TrajectoryItem] = Field(default_factory=list)
     command_count: int = 0
     validations: list[Validation] = Field(default_factory=list)

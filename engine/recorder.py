@@ -1,6 +1,10 @@
 """Phase bookkeeping for one trial: start/end events through the sink, and the
 record's phase spans. Every event passes the trial's redactor before it leaves.
 
+The record itself is written here, under one lock: turns, validations, artifacts
+and usage from the eval body's thread. A body that outlives the timeout is muted:
+its late events, turns, validations and artifacts are dropped.
+
 Trajectory items join the record here too, redacted (`limits.redact`: a cut
 made while reading keeps no half of a key) and then cut to the caps as they
 arrive, at most ITEMS_PER_TURN a turn and ITEMS_PER_TRIAL a trial; the rest are
@@ -18,7 +22,8 @@ from typing import Iterator
 from . import limits
 from .events import EventSink, PhaseEnded, PhaseProgress, PhaseStarted
 from .text import fmt_ms, now_ms
-from .models import PhaseName, PhaseSpan, PhaseStatus, TrajectoryItem, TrialRecord
+from .models import (Artifact, PhaseName, PhaseSpan, PhaseStatus, TrajectoryItem, TrialRecord,
+                     TurnRecord, Usage, Validation)
 from .redact import Redactor
 
 
@@ -71,6 +76,32 @@ class Recorder:
             # clean: a lone surrogate in any text (an exception's message) would fail the write.
             self.sink(limits.clean(limits.redact(self.redactor, event)))
 
+    # --- the record, written from the body thread ---------------------------------
+
+    def _append(self, field: str, value) -> None:
+        with self.lock:
+            if not self.closed:
+                getattr(self.record, field).append(value)
+
+    def add_turn(self, turn: TurnRecord) -> None:
+        self._append("turns", turn)
+
+    def add_validation(self, validation: Validation) -> None:
+        self._append("validations", validation)
+
+    def add_artifact(self, artifact: Artifact) -> None:
+        self._append("artifacts", artifact)
+
+    def add_usage(self, usage: Usage) -> None:
+        with self.lock:
+            self.record.usage = self.record.usage.add(usage)
+
+    def drop_cumulative_diffs(self) -> None:
+        """A turn was diffed: the cumulative diffs of the turns before it are out of date."""
+        with self.lock:
+            for turn in self.record.turns:
+                turn.cumulative_diff = ""
+
     def add_item(self, item: TrajectoryItem) -> TrajectoryItem | None:
         """Keep a trajectory item in the record: redacted, then cut to the caps (so no half
         of a key survives a cut), and returned as stored. None, and counted, when its turn
@@ -109,7 +140,7 @@ class Recorder:
             return marker
 
     def progress(self, phase: PhaseName, message: str, index: int | None = None,
-                 item: dict | None = None) -> None:
+                 item: TrajectoryItem | None = None) -> None:
         self.emit(PhaseProgress(**self._ids(), phase=phase, index=index, message=message, item=item))
 
     def past_span(self, name: PhaseName, start_ms: int, end_ms: int, text: str) -> None:

@@ -33,7 +33,6 @@ from .options import (MAX_ARGUMENT, MAX_CONCURRENCY, MAX_MESSAGE, MAX_PIDS, MAX_
                       MAX_TIMEOUT_S, MAX_TRIALS, MIN_MEMORY, Concurrency, Filled, clip, parse_duration,
                       parse_size)
 
-DEFAULT_TIMEOUT_S = 15 * 60
 DEFAULT_STEP_TIMEOUT_S = 5.0 * 60
 
 

@@ -21,11 +21,11 @@ from docker.errors import DockerException
 
 from . import limits
 from .config import Config, Variant
-from .context import Context, TrialAborted
+from .context import Context, TrialAborted, TrialRuntime
 from .errors import Void
 from .events import EventSink, TrialFinished, TrialStarted
 from .harness import HarnessFailed, make_harness
-from .models import Artifact, Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
+from .models import Failure, Outcome, PhaseSpan, TrialRecord, TurnRecord, Validation
 from .phases import workspace as workspace_phase
 from .phases.git_source import GitSources
 from .phases.egress import Egress
@@ -57,6 +57,13 @@ class TrialPlan:
     trigger: str
     owner: str
 
+    def empty_record(self, host: str | None = None) -> TrialRecord:
+        """The record of this trial before anything ran: who it is, nothing done."""
+        return TrialRecord(id=self.trial_id, batch_id=self.batch_id, run_id=self.run_id,
+                           case_id=self.case.id, variant=self.variant.name, trial=self.trial,
+                           trigger=self.trigger, tags=list(self.case.tags),  # type: ignore[arg-type]
+                           host=host)
+
 
 class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
@@ -76,10 +83,7 @@ class Trial:
         self.placeholders = {name: f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
                              for name in self.case.secrets}
         self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values)
-        record = TrialRecord(id=plan.trial_id, batch_id=plan.batch_id, run_id=plan.run_id,
-                             case_id=self.case.id, variant=plan.variant.name, trial=plan.trial,
-                             trigger=plan.trigger, tags=list(self.case.tags),  # type: ignore[arg-type]
-                             host=host_name)
+        record = plan.empty_record(host=host_name)
         redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
         self.recorder = Recorder(record, sink, redactor, since=queued_at)
         self.harness = make_harness(plan.variant)
@@ -91,38 +95,12 @@ class Trial:
         self.watchdog: Watchdog | None = None
         self.limit_reason: str | None = None  # a sandbox limit ended the trial
         self.body_started = False
-        self.deadline = float("inf")
         self.timeout_s = self.case.timeout or self.config.defaults.timeout
-
-    # --- the record, written from the body thread ---------------------------------
 
     @property
     def record(self) -> TrialRecord:
+        """The record as it is being written (the recorder keeps it, under its lock)."""
         return self.recorder.record
-
-    def _append(self, field: str, value) -> None:
-        with self.recorder.lock:
-            if not self.recorder.closed:
-                getattr(self.record, field).append(value)
-
-    def add_turn(self, turn: Turn) -> None:
-        self._append("turns", turn)
-
-    def drop_cumulative_diffs(self) -> None:
-        """A turn was diffed: the cumulative diffs of the turns before it are out of date."""
-        with self.recorder.lock:
-            for turn in self.record.turns:
-                turn.cumulative_diff = ""
-
-    def add_validation(self, validation: Validation) -> None:
-        self._append("validations", validation)
-
-    def add_artifact(self, artifact: Artifact) -> None:
-        self._append("artifacts", artifact)
-
-    def add_usage(self, usage: Usage) -> None:
-        with self.recorder.lock:
-            self.record.usage = self.record.usage.add(usage)
 
     def cancel(self, reason: str) -> None:
         """Stop from outside (an interrupted batch): the trial becomes infra_error."""
@@ -184,7 +162,9 @@ class Trial:
             where = void.where if void is not None and void.where else spans[-1] if spans else None
             void = None if self.body_started else Void(
                 self.limit_reason + (f" during {where}" if where else ""), where)
-        self.record.outcome, self.record.failure = self._outcome(void)
+        self.record.outcome, self.record.failure = outcome_of(
+            void, self.aborted.is_set(), self.limit_reason, self.record.phases, self.record.validations,
+            self.timeout_s)
         self._teardown()
         return self._finish()
 
@@ -282,7 +262,10 @@ class Trial:
 
     def _run_body(self) -> None:
         """The eval body on its own thread; the timeout counts from here."""
-        context = Context(self)
+        assert self.sandbox is not None
+        context = Context(TrialRuntime(sandbox=self.sandbox, recorder=self.recorder, aborted=self.aborted,
+                                       deadline=time.monotonic() + self.timeout_s, snapshot=self.snapshot,
+                                       judge=self.config.judge, run_turn=self.run_turn))
         errors: list[BaseException] = []
 
         def body() -> None:
@@ -293,7 +276,6 @@ class Trial:
             except BaseException as e:  # the body's own failure is recorded, not raised
                 errors.append(e)
 
-        self.deadline = time.monotonic() + self.timeout_s
         self.body_started = True
         thread = threading.Thread(target=body, name=f"body-{self.plan.trial_id}", daemon=True)
         thread.start()
@@ -314,7 +296,7 @@ class Trial:
                 raise Void(str(error), "harness")
             if isinstance(error, SandboxGone):
                 raise Void(str(error))
-            self.add_validation(_check_validation(error, self.case.file))
+            self.recorder.add_validation(_check_validation(error, self.case.file))
 
     def _mark_running_turn_aborted(self) -> None:
         done = {t.index for t in self.record.turns}
@@ -323,7 +305,7 @@ class Trial:
         if running is None:
             return
         if running not in done:
-            self.add_turn(Turn(index=running, prompt="", status="aborted", ms=0))
+            self.recorder.add_turn(TurnRecord(index=running, prompt="", status="aborted", ms=0))
 
     def _teardown(self) -> None:
         if self.watchdog is not None:
@@ -393,29 +375,6 @@ class Trial:
             failure=Failure(kind="infra", reason=why, where="record"),
             void_fields=["turns", "trajectory", "validations", "usage"])
 
-    def _outcome(self, void: Void | None) -> tuple[str, Failure | None]:
-        if void is not None:
-            return "infra_error", Failure(kind="infra", reason=void.reason, where=void.where)
-        if self.aborted.is_set():
-            running = [s for s in self.record.phases if s.status == "aborted"]
-            where = f"{running[-1].phase} {running[-1].index}" if running else None
-            if self.limit_reason is not None:
-                stopped = [s for s in self.record.phases if s.status != "ok"]
-                last = stopped[-1] if stopped else None
-                where = last and (f"{last.phase} {last.index}" if last.index is not None else last.phase)
-                return "fail", Failure(kind="limit", reason=self.limit_reason, where=where)
-            return "fail", Failure(kind="timeout", where=where,
-                                   reason=f"the trial ran past its timeout of {fmt_ms(int(self.timeout_s * 1000))}")
-        checks = [v for v in self.record.validations if v.kind != "judge"]
-        for v in self.record.validations:
-            if v.status in ("failed", "error"):
-                if v.kind == "judge":
-                    j = self.record.validations.index(v) + 1
-                    return "fail", Failure(kind="judge", reason=_judge_reason(v), where=f"judge {j}")
-                where = f"check {checks.index(v) + 1} of {len(checks)}"
-                return "fail", Failure(kind="assertion", reason=_check_reason(v), where=where)
-        return "pass", None
-
     def _void_fields(self) -> list[str]:
         record, missing = self.record, []
         if not record.turns:
@@ -423,6 +382,33 @@ class Trial:
         if not record.validations:
             missing.append("validations")
         return missing
+
+
+def outcome_of(void: Void | None, aborted: bool, limit_reason: str | None, phases: list[PhaseSpan],
+               validations: list[Validation], timeout_s: float) -> tuple[Outcome, Failure | None]:
+    """A trial's outcome and why, by SPEC.md's rules: void is infra_error; a body stopped by its
+    timeout or a sandbox limit fails at the phase it stopped; else the first failed validation."""
+    if void is not None:
+        return "infra_error", Failure(kind="infra", reason=void.reason, where=void.where)
+    if aborted:
+        running = [s for s in phases if s.status == "aborted"]
+        where = f"{running[-1].phase} {running[-1].index}" if running else None
+        if limit_reason is not None:
+            stopped = [s for s in phases if s.status != "ok"]
+            last = stopped[-1] if stopped else None
+            where = last and (f"{last.phase} {last.index}" if last.index is not None else last.phase)
+            return "fail", Failure(kind="limit", reason=limit_reason, where=where)
+        return "fail", Failure(kind="timeout", where=where,
+                               reason=f"the trial ran past its timeout of {fmt_ms(int(timeout_s * 1000))}")
+    checks = [v for v in validations if v.kind != "judge"]
+    for v in validations:
+        if v.status in ("failed", "error"):
+            if v.kind == "judge":
+                j = validations.index(v) + 1
+                return "fail", Failure(kind="judge", reason=_judge_reason(v), where=f"judge {j}")
+            where = f"check {checks.index(v) + 1} of {len(checks)}"
+            return "fail", Failure(kind="assertion", reason=_check_reason(v), where=where)
+    return "pass", None
 
 
 def _mark_failed_checks(record: TrialRecord) -> None:

@@ -141,9 +141,8 @@ def run_eval(docker_client, store):
         plan = BatchPlan(cases=load_cases([path]), variants=config.select_variants(variants),
                          config=config, trials=trials, trigger="api", **kw)
         engine = Engine(store, docker_client)
-        handle = engine.plan(plan)
         events: list = []
-        summary = engine.run(plan, handle, events.append)
+        summary = engine.run(plan, events.append)
         records = {t.id: store.get_trial(t.id) for r in summary.runs for t in r.trials}
         return summary, events, records
 

@@ -200,7 +200,11 @@ import os, subprocess
 @evaluation({AGENT_FILES}, user="root", allow=["example.test"])
 def escapes(c):
     c.send("escape")
-    folder = c._trial.egress.folder  # the host side of the mount, while the trial runs
+    # The host side of the mount, while the trial runs: the bind volume's device is its sock/.
+    box = c._runtime.sandbox
+    mounts = box.client.api.inspect_container(box.id)["Mounts"]
+    [name] = [m["Name"] for m in mounts if m["Type"] == "volume"]
+    folder = os.path.dirname(box.client.api.inspect_volume(name)["Options"]["device"])
     for root, _, names in os.walk(folder):
         for name in names:
             file = os.path.join(root, name)

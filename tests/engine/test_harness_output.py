@@ -293,9 +293,7 @@ class StreamingSandbox:
 
 
 def harness() -> CommandHarness:
-    from engine.config import Variant
-
-    return CommandHarness(Variant(name="scripted", harness="command", command="sh run.sh"))
+    return CommandHarness(CommandHarness.Options(command="sh run.sh"))
 
 
 SHORT_LINES = """
@@ -389,10 +387,10 @@ def test_the_item_in_a_progress_event_is_capped():
     item = TrajectoryItem(kind="toolCall", turn=1, name="edit", input={"blob": "z" * 100_000},
                           output="o" * 100_000)
     stored = rec.add_item(item)
-    rec.progress("turn", "tool edit", index=1, item=stored.to_json())
+    rec.progress("turn", "tool edit", index=1, item=stored)
     [event] = events
-    assert len(json.dumps(event.item)) <= 2 * limits.ITEM_TEXT + limits.TOOL_INPUT + 500
-    assert TrajectoryItem.model_validate(event.item).truncated
+    assert len(json.dumps(event.item.to_json())) <= 2 * limits.ITEM_TEXT + limits.TOOL_INPUT + 500
+    assert event.item.truncated
 
 
 def test_an_item_cut_while_reading_keeps_no_half_of_a_key_once_the_keys_before_it_shrink():
@@ -404,7 +402,7 @@ def test_an_item_cut_while_reading_keeps_no_half_of_a_key_once_the_keys_before_i
     item = parse_line(line({"type": "message", "text": text}), 1)
     rec, events = recorder()
     stored = rec.add_item(item)
-    rec.progress("turn", "message", index=1, item=stored.to_json())
+    rec.progress("turn", "message", index=1, item=stored)
     assert stored.text.count(MARK) > 5 and "truncated" in stored.text
     assert "sk-CUT" not in stored.text and "sk-CUT" not in events[0].model_dump_json()
     assert "while reading" not in stored.text  # the reader's mark becomes the record's own
@@ -434,7 +432,7 @@ def test_hostile_lines_through_the_recorder_always_store(lines):
         parsed = parse_line(text, 1)
         if isinstance(parsed, TrajectoryItem):
             stored = rec.add_item(parsed)
-            rec.progress("turn", "item", index=1, item=stored.to_json())
+            rec.progress("turn", "item", index=1, item=stored)
     rec.end_items(1)
     json.dumps(rec.record.to_json(), allow_nan=False).encode("utf-8")
     for event in events:

@@ -112,7 +112,7 @@ def steady(c):
     time.sleep(1.0)
     daemon.send_signal(signal.SIGTERM)
 
-    summary = engine.wait(handle.batch_id, timeout=180)
+    summary = handle.wait(timeout=180)
     assert summary is not None
     records = [store.get_trial(t.id) for t in summary.runs[0].trials]
     void = [r for r in records if r.outcome == "infra_error"]

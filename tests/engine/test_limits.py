@@ -255,13 +255,13 @@ def test_an_item_is_capped_field_by_field_and_marked():
 
 
 def test_a_stored_record_caps_every_field_the_agent_controls():
-    from engine.models import Failure, TrialRecord, Turn
+    from engine.models import Failure, TrialRecord, TurnRecord
     from engine.trial import _capped
 
     big_diff = "".join(f"diff --git a/f{i}.txt b/f{i}.txt\n" + "+x\n" * 20_000 for i in range(30))
-    turns = [Turn(index=i, prompt="p", status="completed", ms=1, diff=big_diff,
-                  final_message="m" * 100_000, raw_output="r" * 100_000, finished_reason="f" * 100_000,
-                  files_changed=[f"f{j}" for j in range(5000)]) for i in range(1, 6)]
+    turns = [TurnRecord(index=i, prompt="p", status="completed", ms=1, diff=big_diff,
+                        final_message="m" * 100_000, raw_output="r" * 100_000, finished_reason="f" * 100_000,
+                        files_changed=[f"f{j}" for j in range(5000)]) for i in range(1, 6)]
     turns[-1].cumulative_diff = big_diff
     record = TrialRecord(id="t", batch_id="b", run_id="r", case_id="c", variant="v", trial=1,
                          trigger="api", turns=turns, outcome="infra_error",

@@ -80,7 +80,7 @@ command = "echo '{{\\"type\\":\\"finished\\",\\"reason\\":\\"done\\"}}'"
                 samples[count] = _settled_rss_mb()
 
     handle = engine.start_batch(plan, sink)
-    summary = engine.wait(handle.batch_id, timeout=1200)
+    summary = handle.wait(timeout=1200)
     assert summary is not None, "the batch did not finish in 20 minutes"
     store.flush()
 

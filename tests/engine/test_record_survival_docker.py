@@ -399,14 +399,14 @@ def section(path: str, lines: int) -> str:
 ])
 def test_the_cumulative_diff_is_stored_only_where_the_turns_do_not_hold_it(
         finishing_trial, store, turn_diffs, cumulative, stored):
-    from engine.models import Turn
+    from engine.models import TurnRecord
 
     trial, _ = finishing_trial
     diff = {"": "", "A": section("a.txt", 50), "B": section("b.txt", 50)}
     diff["AB"] = diff["A"] + diff["B"]
     for i, own in enumerate(turn_diffs, 1):
-        trial.record.turns.append(Turn(index=i, prompt="p", status="completed", ms=1,
-                                       diff=diff[own], cumulative_diff=diff[cumulative]))
+        trial.record.turns.append(TurnRecord(index=i, prompt="p", status="completed", ms=1,
+                                             diff=diff[own], cumulative_diff=diff[cumulative]))
     trial._finish()
     record = store.get_trial("t_last")
     assert [t.cumulative_diff for t in record.turns] == [diff[name] for name in stored]

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from engine.cli import main
 from engine.events import PhaseProgress, PhaseStarted
-from engine.models import Failure, PhaseSpan, TrialRecord, Turn, Usage, Validation
+from engine.models import Failure, PhaseSpan, TrialRecord, TurnRecord, Usage, Validation
 from engine.store import Store, StoreError
 from engine.store.browse import (
     SORT_KEYS, BrowseFilter, Sort, batches_page, change_stamp, count_batches, filter_options,
@@ -70,7 +70,7 @@ def _record() -> dict[str, Any]:
         failure=Failure(kind="assertion", reason="exit 1", where="check 1 of 1"),
         phases=[PhaseSpan(phase="image", status="ok", start_ms=0, end_ms=33, detail="cache hit"),
                 PhaseSpan(phase="turn", status="ok", start_ms=40, end_ms=90, index=1)],
-        turns=[Turn(index=1, prompt="hi", status="completed", ms=50)],
+        turns=[TurnRecord(index=1, prompt="hi", status="completed", ms=50)],
         validations=[Validation(kind="command", name="pytest -q", status="failed")],
     ).to_json()
 
