@@ -6,7 +6,7 @@ GUI-thread stalls under a 5,000 events/s stream, and memory.
    a synthetic record saved into a temporary store, opened in the real MainWindow
    with each tab current in turn; timed from `open_trial` to the tab painted
    (`repaint()` + `processEvents()`), with where the time went.
-2. The browser over a store of 100,000 trials (bench/make_store.py, cached in /tmp
+2. The browser over a store of 100,000 trials (tests/make_store.py, cached in /tmp
    by size): the MainWindow built and shown until its first page is painted
    (goal < 1 s), and filters applied through the panel's widgets until repainted
    (goal < 100 ms each).
@@ -62,12 +62,12 @@ import PySide6  # noqa: E402
 from PySide6.QtCore import QEvent, QEventLoop, QObject, QSettings, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from bench.make_store import make_store  # noqa: E402
+from tests.make_store import make_store  # noqa: E402
 from engine.events import (  # noqa: E402
     Event, PhaseEnded, PhaseProgress, PhaseStarted, TrialStarted,
 )
 from engine.models import (  # noqa: E402
-    Artifact, EgressEntry, Failure, PhaseSpan, Timings, TrajectoryItem, TrialRecord, Turn, Usage,
+    Artifact, EgressEntry, Failure, PhaseSpan, Timings, TrajectoryItem, TrialRecord, TurnRecord, Usage,
     Validation,
 )
 from engine.store import Store  # noqa: E402
@@ -446,7 +446,7 @@ def big_record(ids: dict[str, str], items: int = 10_000, turns: int = 20, diff_m
         ("env", 900, 901, ""), ("workspace", 901, 2100, "git clone"), ("files", 2100, 2150, "3 files"),
         ("setup", 2150, 3600, "2 steps"), ("snapshot", 3600, 3900, "1,204 files"),
         ("harness", 3900, 4000, "command")]]
-    record_turns: list[Turn] = []
+    record_turns: list[TurnRecord] = []
     trajectory: list[TrajectoryItem] = []
     cumulative: list[str] = []
     for n in range(1, turns + 1):
@@ -463,7 +463,7 @@ def big_record(ids: dict[str, str], items: int = 10_000, turns: int = 20, diff_m
         phases.append(PhaseSpan(phase="diff", status="ok", start_ms=clock, end_ms=clock + 400,
                                 detail=f"{n} · {len(own)} files changed", index=n))
         clock += 400
-        record_turns.append(Turn(
+        record_turns.append(TurnRecord(
             index=n, prompt=f"Step {n}: {text.sentence(18)}", status="completed", ms=turn_ms,
             diff="".join(by_path[p] for p in own),
             # As the engine stores it: the cumulative diff once, on the last turn.
@@ -516,9 +516,9 @@ def big_record(ids: dict[str, str], items: int = 10_000, turns: int = 20, diff_m
 def small_record(ids: dict[str, str]) -> TrialRecord:
     return TrialRecord(**ids, case_id="writes_greet", variant="scripted", trial=1, trigger="cli",
                        outcome="pass", started_at=iso(datetime.now(timezone.utc)),
-                       turns=[Turn(index=1, prompt="Create greet.py.", status="completed", ms=900,
-                                   diff="diff --git a/greet.py b/greet.py\nnew file mode 100644\n"
-                                        "--- /dev/null\n+++ b/greet.py\n@@ -0,0 +1 @@\n+x = 1\n")],
+                       turns=[TurnRecord(index=1, prompt="Create greet.py.", status="completed", ms=900,
+                                         diff="diff --git a/greet.py b/greet.py\nnew file mode 100644\n"
+                                              "--- /dev/null\n+++ b/greet.py\n@@ -0,0 +1 @@\n+x = 1\n")],
                        trajectory=[TrajectoryItem(kind="message", turn=1, text="done")])
 
 
@@ -630,7 +630,7 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
 # --- 2. the browser over 100,000 trials ---------------------------------------------------------
 
 def cached_store(trials: int, batches: int, fresh: bool) -> Path:
-    """bench/make_store.py's store of this size, made once and kept in /tmp between runs."""
+    """tests/make_store.py's store of this size, made once and kept in /tmp between runs."""
     path = Path(tempfile.gettempdir()) / f"proctor-bench-studio-{trials}x{batches}.db"
     if fresh or not path.exists():
         began = time.perf_counter()
@@ -841,7 +841,7 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     window.resize(*WINDOW_SIZE)
     window.show()
     paint(app, window)
-    if not window.browser.select_id(selected.id) or window._live is None:
+    if not window.browser.select_id(selected.id) or window.live.trial(selected.id) is None:
         print("   the live trial did not open in live mode; stream skipped")
         return {}
     window.show_view(args.stream_tab)
@@ -857,17 +857,17 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     for owner, attribute, name in [
             (window.browser.model, "refresh", "browser.model.refresh"),
             (window.browser.model, "changed_since_load", "browser.model.changed_since_load"),
-            (window.browser.model, "mark_live", "browser.model.mark_live"),
+            (window.browser.model, "_row_changed", "browser.model._row_changed"),
             (window.trajectory, "append_items", "trajectory.append_items"),
-            (window.timeline, "show_spans", "timeline.show_spans"),
+            (window.timeline, "_draw", "timeline._draw"),
             (window.header, "show_live", "header.show_live"),
             (store, "get_trial", "store.get_trial"),
             (store, "events", "store.events")]:
         watch.wrap(owner, attribute, name)
     # The window's slot, timed: re-connected through the stopwatch (same slot, same order).
-    window.bridge.events.disconnect(window._on_events)
-    watch.wrap(window, "_on_events", "window._on_events")
-    window.bridge.events.connect(window._on_events)
+    window.bridge.events.disconnect(window.live.apply)
+    watch.wrap(window.live, "apply", "window.live.apply")
+    window.bridge.events.connect(window.live.apply)
     delivered = [0]
     lag: list[float] = []
     batch_sizes: list[int] = []
@@ -968,6 +968,7 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     queue_only = measured("a) events into the bridge's queue only", None)
     result = {"queue": queue_only}
     if not args.queue_only:
+        window.live.unwatch(selected.id)  # its items again from the store, as on a first selection
         window.open_trial(selected.id)  # the trajectory back to its history, so both runs start alike
         window.show_view(args.stream_tab)
         paint(app, window)

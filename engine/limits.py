@@ -50,7 +50,7 @@ DIFF_SOURCE = 1_000_000  # a file larger than this (bytes, either side) is named
 FILES_CHANGED = 1000  # paths listed in a turn's files_changed
 
 # Cuts made while reading come before redaction, so they are generous, READ_FACTOR times the
-# stored cap. Keys before such a cut may shrink to "[redacted]" and bring it inside the stored
+# stored cap. Keys before such a cut may shrink to `redact.MARK` and bring it inside the stored
 # cap, so it is marked (`read_cut`): redaction leaves out the half of a key it may end in.
 READ_FACTOR = 4
 ITEM_READ = READ_FACTOR * ITEM_TEXT

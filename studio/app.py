@@ -2,8 +2,9 @@
 
 Left: the trial browser. Right: what is selected, as tabs (Overview, Timeline,
 Trajectory, Diff, Evidence, Egress) under a header that says what it is and
-how it ended. Bottom: Docker's state and the store. Live trials update from
-the bridge's batched events; finished ones are read from the store.
+how it ended. Bottom: Docker's state and the store. The window only wires: the
+bridge's batched events go into the live-trials model, which the browser, the
+header and the views subscribe to; finished trials are read from the store.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication, QLabel, QMainWindow, QPushButton, QSplitter,
@@ -25,16 +29,16 @@ from PySide6.QtWidgets import (
 )
 
 from engine.batch import BatchPlan
-from engine.events import Event, PhaseProgress, PhaseStarted, TrialFinished, TrialStarted
-from engine.models import TrajectoryItem, TrialRecord
+from engine.models import TrialRecord
 from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
 from engine.store import Store, StoreError, default_store_path
+from engine.store.browse import batch_spans
 
 from . import theme
 from .bridge import EngineBridge
-from .cli import TABS, add_arguments
-from .spans import LiveSpans, spans_from_record
+from .cli import add_arguments
+from .models.live import LiveTrials
 from .views.browser import BrowserPanel
 from .views.diff import DiffView
 from .views.egress import EgressView
@@ -45,9 +49,78 @@ from .views.run import RunDialog, default_eval_path
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 
-LIVE_REFRESH_MS = 200
 STORE_STATUS_MS = 5000
 DOCKER_POLL_S = 5.0
+STORE_WAIT_S = 5.0  # how long the studio waits, off the GUI thread, for the store to catch up
+
+
+@runtime_checkable
+class RecordView(Protocol):
+    """What a tab on the right is: it shows one trial's record, or nothing (None)."""
+
+    def show_record(self, record: TrialRecord | None) -> None: ...
+
+
+@runtime_checkable
+class SearchableView(RecordView, Protocol):
+    """A tab with a search field of its own, which Ctrl+F focuses."""
+
+    def focus_search(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Tab:
+    """One tab: its `--view` name, its view, its key; whether the view follows running trials
+    (it takes the live-trials model) and whether it has a search of its own (else Ctrl+F
+    searches the browser)."""
+
+    name: str
+    view: type[QWidget]
+    shortcut: str
+    live: bool = False
+    search: bool = False
+
+    def make(self, live: LiveTrials) -> QWidget:
+        return self.view(live) if self.live else self.view()
+
+
+# The one table the window builds its tabs from; studio/cli.py's TABS names them, in order.
+TABS: tuple[Tab, ...] = (
+    Tab("overview", OverviewView, "Ctrl+1"),
+    Tab("timeline", TimelineView, "Ctrl+2", live=True),
+    Tab("trajectory", TrajectoryView, "Ctrl+3", live=True, search=True),
+    Tab("diff", DiffView, "Ctrl+4"),
+    Tab("evidence", EvidenceView, "Ctrl+5"),
+    Tab("egress", EgressView, "Ctrl+6"),
+)
+
+
+class OffGuiThread(QObject):
+    """Store waits off the GUI thread: `run(work, then)` calls `work()` on a worker thread and
+    `then(result)` back on the GUI thread (an exception `work` raised is the result)."""
+
+    _done = Signal(object, object)  # then, result
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._done.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
+
+    def run(self, work: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        def job() -> None:
+            try:
+                result = work()
+            except Exception as e:  # noqa: BLE001 — handed to `then`, on the GUI thread
+                result = e
+            try:
+                self._done.emit(then, result)
+            except RuntimeError:  # the window is gone
+                pass
+
+        threading.Thread(target=job, name="studio-store-wait", daemon=True).start()
+
+    @staticmethod
+    def _deliver(then: Callable[[Any], None], result: Any) -> None:
+        then(result)
 
 
 class DockerStatus(QLabel):
@@ -97,21 +170,26 @@ class MainWindow(QMainWindow):
         self.store = store
         self.settings = settings or QSettings("Proctor", "studio")
         self.setWindowTitle(f"Proctor — {store.path}")
+        self.live = LiveTrials(self)
+        self.off_gui = OffGuiThread(self)
         self.bridge = EngineBridge(store, self)
-        self.bridge.events.connect(self._on_events)
+        self.bridge.events.connect(self.live.apply)
         self.bridge.batch_finished.connect(self._on_batch_finished)
+        self.live.trial_finished.connect(self._on_trial_finished)
 
-        self.browser = BrowserPanel(store)
+        self.browser = BrowserPanel(store, live=self.live)
         self.browser.trial_selected.connect(self.open_trial)
         self.browser.batch_selected.connect(self.open_batch)
-        self.header = TrialHeader()
-        self.overview, self.timeline, self.trajectory = OverviewView(), TimelineView(), TrajectoryView()
-        self.diff, self.evidence, self.egress = DiffView(), EvidenceView(), EgressView()
+        self.header = TrialHeader(self.live)
+        # Every one a RecordView; the window fills the current one with what is selected.
+        self.views: dict[str, QWidget] = {tab.name: tab.make(self.live) for tab in TABS}
+        self.overview, self.timeline = self.views["overview"], self.views["timeline"]
+        self.trajectory, self.diff = self.views["trajectory"], self.views["diff"]
+        self.evidence, self.egress = self.views["evidence"], self.views["egress"]
         self.timeline.span_clicked.connect(self._jump_to_items)
         self.tabs = QTabWidget()
-        for name, widget in zip(TABS, (self.overview, self.timeline, self.trajectory, self.diff,
-                                       self.evidence, self.egress)):
-            self.tabs.addTab(widget, name.capitalize())
+        for tab in TABS:
+            self.tabs.addTab(self.views[tab.name], tab.name.capitalize())
         right = QWidget()
         layout = QVBoxLayout(right)
         layout.setContentsMargins(6, 6, 6, 0)
@@ -138,11 +216,6 @@ class MainWindow(QMainWindow):
 
         self.selected_trial: str | None = None
         self.selected_batch: str | None = None
-        self._live: LiveSpans | None = None
-        self._live_meta: dict[str, tuple[str, int]] = {}  # trial -> (phase, started epoch ms)
-        self._live_timer = QTimer(self, interval=LIVE_REFRESH_MS, timeout=self._redraw_live)
-        self._live_title: tuple[str, int, str] = ("", 0, "")
-        self._pending_items: list[TrajectoryItem] = []
         # Views are filled when their tab is shown: a 10,000-item trajectory or a 20 MB diff
         # costs nothing until someone looks at it.
         self._record: TrialRecord | None = None
@@ -176,20 +249,22 @@ class MainWindow(QMainWindow):
         status = QStatusBar()
         self.docker_status = DockerStatus(watch=watch_docker)
         self.store_status = QLabel()
+        # The store's path gives way (whole in its tooltip and the title): beside Docker's
+        # sentence, a long one held a window asked for 1,024 px at 1,193.
+        self.store_status.setMinimumWidth(1)
         status.addWidget(self.docker_status, 1)
         status.addPermanentWidget(self.store_status)
         self.setStatusBar(status)
         self._update_store_status()
 
     def _build_keys(self) -> None:
-        for n in range(len(TABS)):
-            QShortcut(QKeySequence(f"Ctrl+{n + 1}"), self, activated=lambda n=n: self.tabs.setCurrentIndex(n))
+        for n, tab in enumerate(TABS):
+            QShortcut(QKeySequence(tab.shortcut), self, activated=lambda n=n: self.tabs.setCurrentIndex(n))
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self._find)
 
     def _find(self) -> None:
-        widget = self.tabs.currentWidget()
-        focus = getattr(widget, "focus_search", None)
-        (focus or self.browser.focus_search)()
+        tab = TABS[self.tabs.currentIndex()]
+        (self.views[tab.name] if tab.search else self.browser).focus_search()
 
     def _update_store_status(self) -> None:
         try:
@@ -197,11 +272,18 @@ class MainWindow(QMainWindow):
         except OSError:
             size = 0.0
         self.store_status.setText(f"store {self.store.path} · {size:.1f} MB")
+        self.store_status.setToolTip(self.store_status.text())
 
     # --- what is shown ------------------------------------------------------------------
 
+    def _select(self, trial_id: str | None, batch_id: str | None) -> None:
+        """What is selected now; a running trial no longer shown keeps no items."""
+        if self.selected_trial is not None and self.selected_trial != trial_id:
+            self.live.unwatch(self.selected_trial)
+        self.selected_trial, self.selected_batch = trial_id, batch_id
+
     def open_trial(self, trial_id: str) -> None:
-        self.selected_trial, self.selected_batch = trial_id, None
+        self._select(trial_id, None)
         try:
             record = self.store.get_trial(trial_id)
         except StoreError as e:  # a damaged record: its sentence, and nothing of another trial
@@ -209,22 +291,24 @@ class MainWindow(QMainWindow):
             return
         if record is None:
             return
-        self._live = None
-        self._live_timer.stop()
         if record.outcome is None:
-            self._start_live(record)
-            return
+            if self.live.outcome(trial_id) is not None:  # it ended before its record was stored
+                self._reload_when_stored(trial_id)
+            elif (live := self.live.trial(trial_id)) is None or not live.watched:
+                # Its items so far are in the store; the live model follows it from there.
+                history = [event for _, event in self.store.events(trial_id=trial_id)]
+                self.live.watch(trial_id, history)
+        self._show(record)
+
+    def _show(self, record: TrialRecord) -> None:
         self.header.show_record(record)
         self._record, self._filled = record, set()
         self._fill_current()
 
     def _show_damaged(self, trial_id: str, message: str) -> None:
-        self._live = None
-        self._live_timer.stop()
         self._record, self._filled = None, set()
-        for view in (self.overview, self.trajectory, self.diff, self.evidence, self.egress):
+        for view in self.views.values():
             view.show_record(None)
-        self.timeline.show_spans([])
         self.header.show_damaged(trial_id, message)
         self.show_error(message)
 
@@ -234,67 +318,22 @@ class MainWindow(QMainWindow):
         if self._record is None or view in self._filled:
             return
         self._filled.add(view)
-        if view is self.timeline:
-            if self._live is None:
-                self.timeline.show_spans(spans_from_record(self._record))
-        elif view is self.trajectory and self._live is not None:
-            self.trajectory.show_record(self._record)
-            self.trajectory.append_items(self._live_items)
-        else:
-            view.show_record(self._record)
-
-    def _start_live(self, record: TrialRecord) -> None:
-        """A running trial: its timeline and trajectory grow from its events."""
-        self._live = LiveSpans()
-        self._live_items: list[TrajectoryItem] = []
-        for _, event in self.store.events(trial_id=record.id):
-            self._live.apply(event)
-            self._live_items.extend(_items_of([event]))
-        self._live_title = (record.case_id, record.trial, record.variant)
-        self._pending_items = []
-        self._record, self._filled = record, set()
-        self._fill_current()
-        self._redraw_live()
-        self._live_timer.start()
-
-    def _redraw_live(self) -> None:
-        """Five times a second: the timeline to now, the header's clock, new trajectory items."""
-        if self._live is None or self.selected_trial is None:
-            return
-        now = self._live.now_ms(int(time.time() * 1000))
-        self.timeline.show_spans(self._live.spans, now)
-        running = next((s for s in reversed(self._live.spans) if s.end_ms is None), None)
-        self.header.show_live(*self._live_title, running.label if running else "starting", now)
-        if self._pending_items:
-            items, self._pending_items = self._pending_items, []
-            self._live_items.extend(items)
-            if self.trajectory in self._filled:
-                self.trajectory.append_items(items)
+        view.show_record(self._record)
 
     def open_batch(self, batch_id: str) -> None:
-        """A batch: the timeline shows one row per trial."""
-        self.selected_batch, self.selected_trial = batch_id, None
+        """A batch: the timeline shows one row per trial, from the phases of its records only."""
+        self._select(None, batch_id)
         self._record = None
-        self._live = None
-        self._live_timer.stop()
         try:
             summary = self.store.batch_summary(batch_id)
+            if summary is None:
+                return
+            damaged: list[str] = []  # the batch's other trials are still worth seeing
+            trials = batch_spans(self.store, summary.batch_id, damaged)
         except StoreError as e:
             self.show_error(str(e))
             return
-        if summary is None:
-            return
-        records: list[TrialRecord] = []
-        damaged: list[str] = []
-        for trial in (t for run in summary.runs for t in run.trials):
-            try:
-                record = self.store.get_trial(trial.id)
-            except StoreError as e:  # the batch's other trials are still worth seeing
-                damaged.append(str(e))
-                continue
-            if record is not None:
-                records.append(record)
-        self.timeline.show_batch(batch_rows(records))
+        self.timeline.show_batch(batch_rows(trials))
         self.header.show_batch(summary)
         if damaged:
             more = f" ({len(damaged) - 1} more damaged records left out)" if len(damaged) > 1 else ""
@@ -318,27 +357,32 @@ class MainWindow(QMainWindow):
 
     # --- live --------------------------------------------------------------------------
 
-    def _on_events(self, events: list[Event]) -> None:
-        finished_selected = False
-        for event in events:
-            trial_id = getattr(event, "trial_id", None)
-            if isinstance(event, TrialStarted):
-                self._live_meta[event.trial_id] = ("starting", event.at)
-            elif isinstance(event, PhaseStarted) and trial_id in self._live_meta:
-                self._live_meta[trial_id] = (event.phase, self._live_meta[trial_id][1])
-                self.browser.model.mark_live(trial_id, event.phase, self._live_meta[trial_id][1])
-            elif isinstance(event, TrialFinished):
-                self._live_meta.pop(event.trial_id, None)
-                self.browser.model.mark_live(event.trial_id, None, None)
-                finished_selected |= event.trial_id == self.selected_trial
-            if trial_id is not None and trial_id == self.selected_trial and self._live is not None:
-                self._live.apply(event)
-        if self._live is not None and self.selected_trial is not None:
-            self._pending_items.extend(_items_of([e for e in events
-                                                  if getattr(e, "trial_id", None) == self.selected_trial]))
-        if finished_selected and self.selected_trial:
-            self.store.flush(timeout=5)  # our own writer may hold the final record for a moment
-            self.open_trial(self.selected_trial)
+    def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
+        if trial_id == self.selected_trial:
+            self._reload_when_stored(trial_id)
+
+    def _reload_when_stored(self, trial_id: str) -> None:
+        """Show a finished trial's record once the store has it. Our own writer may still hold
+        it (a skipped trial's record is queued, not waited for): that wait is made off the GUI
+        thread. Another process commits a record before the event that says it finished."""
+        store = self.store
+
+        def wait() -> TrialRecord | None:
+            try:
+                store.flush(timeout=STORE_WAIT_S)
+            except StoreError:
+                pass  # a slow or failed writer: what it did commit is read below
+            return store.get_trial(trial_id)
+
+        self.off_gui.run(wait, lambda result: self._on_record_stored(trial_id, result))
+
+    def _on_record_stored(self, trial_id: str, result: TrialRecord | Exception | None) -> None:
+        if trial_id != self.selected_trial:
+            return  # the user moved on meanwhile
+        if isinstance(result, StoreError):
+            self._show_damaged(trial_id, str(result))
+        elif isinstance(result, TrialRecord):
+            self._show(result)
 
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
         self.browser.poll()
@@ -361,9 +405,17 @@ class MainWindow(QMainWindow):
         except (DockerUnavailable, EvalFileError, StoreError) as e:
             self.show_error(f"Could not start the batch: {e}")
             return None
-        self.store.flush(timeout=5)  # the plan's rows, so the browser can show them now
-        self.browser.model.refresh()
-        self.browser.select_id(batch_id)
+        selection = (self.selected_trial, self.selected_batch)
+
+        def planned(result: Exception | None) -> None:
+            if isinstance(result, StoreError):
+                self.show_error(str(result))
+            elif result is None and (self.selected_trial, self.selected_batch) == selection:  # the user stayed
+                self.browser.model.refresh()
+                self.browser.select_id(batch_id)
+
+        # The plan's rows, so the browser can show the batch at once; waited for off the GUI thread.
+        self.off_gui.run(lambda: self.store.flush(timeout=STORE_WAIT_S), planned)
         return batch_id
 
     def show_error(self, message: str) -> None:
@@ -398,13 +450,9 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def show_view(self, name: str) -> None:
-        if name in TABS:
-            self.tabs.setCurrentIndex(TABS.index(name))
-
-
-def _items_of(events: list[Event]) -> list[TrajectoryItem]:
-    return [TrajectoryItem.model_validate(e.item) for e in events
-            if isinstance(e, PhaseProgress) and e.item is not None]
+        names = [tab.name for tab in TABS]
+        if name in names:
+            self.tabs.setCurrentIndex(names.index(name))
 
 
 class ErrorWindow(QMainWindow):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.events import Event, PhaseEnded, PhaseStarted, TrialStarted
-from engine.models import PhaseSpan, TrialRecord
+from engine.models import TrialRecord
 
 
 @dataclass
@@ -64,8 +64,7 @@ class LiveSpans:
     def now_ms(self, now_epoch_ms: int) -> int:
         return 0 if self.t0 is None else now_epoch_ms - self.t0
 
-
-def as_phase_spans(spans: list[Span], now_ms: int) -> list[PhaseSpan]:
-    return [PhaseSpan(phase=s.phase, status=s.status if s.end_ms is not None else "ok",  # type: ignore[arg-type]
-                      start_ms=s.start_ms, end_ms=s.end_ms if s.end_ms is not None else now_ms,
-                      detail=s.detail, index=s.index) for s in spans]
+    @property
+    def running_label(self) -> str:
+        """The phase it is in now ("turn 2"), or "starting" before the first one."""
+        return next((s.label for s in reversed(self.spans) if s.end_ms is None), "starting")

@@ -19,6 +19,7 @@ OUTCOME_COLOUR = {
     "running": "#3a7bd5",
     None: "#3a7bd5",
 }
+AMBER = OUTCOME_COLOUR["infra_error"]  # warnings and truncation marks share the void colour
 OUTCOME_GLYPH = {"pass": "✓", "fail": "✗", "infra_error": "○", "skipped": "–", "running": "●", None: "●"}
 
 VALIDATION_COLOUR = {"passed": "#2e9d4f", "failed": "#d1453b", "error": "#c9952b", "skipped": "#8a8f98"}
@@ -45,7 +46,7 @@ GROUP_COLOUR = {
 PHASE_ORDER = ["slot", "image", "container", "env", "workspace", "files", "setup", "snapshot",
                "harness", "turn", "diff", "check", "judge", "teardown", "record"]
 
-REDACTED = "[redacted]"
+# A redaction mark (`engine.redact.MARK`) is drawn as a badge of these colours.
 REDACTED_BADGE_BG = "#b3261e"
 REDACTED_BADGE_FG = "#ffffff"
 
@@ -69,8 +70,6 @@ def is_dark() -> bool:
     return window.lightness() < 128
 
 
-def redacted_html(escaped_text: str) -> str:
-    """Draw every `[redacted]` mark in already HTML-escaped text as a small filled badge."""
-    badge = (f'<span style="background-color:{REDACTED_BADGE_BG}; color:{REDACTED_BADGE_FG};'
-             f' font-weight:600;">&nbsp;redacted&nbsp;</span>')
-    return escaped_text.replace(REDACTED, badge)
+def amber_text() -> str:
+    """Amber for text: the void colour is too light to read as text on a light background."""
+    return AMBER if is_dark() else QColor(AMBER).darker(135).name()

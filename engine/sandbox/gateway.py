@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import ipaddress
 import json
 import logging
@@ -45,6 +46,7 @@ from pydantic import BaseModel, Field, SecretStr
 
 from ..config import parse_endpoint
 from ..models import EgressEntry
+from ..redact import Redactor
 from .ca import CertificateAuthority
 
 log = logging.getLogger(__name__)
@@ -495,11 +497,14 @@ class Gateway:
         with self._lock:
             self._entries.append(EgressEntry.model_validate(entry))
 
+    @functools.cached_property
+    def _redactor(self) -> Redactor:
+        # Made on the first error, not per trial: most gateways never write a text of their own.
+        return Redactor(s.value.get_secret_value() for s in self.spec.secrets)
+
     def _scrub(self, text: str) -> str:
-        for secret in self.spec.secrets:
-            if value := secret.value.get_secret_value():
-                text = text.replace(value, "[redacted]")
-        return text
+        """A text the gateway writes itself (an error's reason, a log line), redacted."""
+        return self._redactor.text(text)
 
     def _brokered(self, host: str) -> list[BrokeredSecret]:
         return [s for s in self.spec.secrets if host_matches(host, s.hosts)]

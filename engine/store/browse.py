@@ -2,7 +2,8 @@
 
 Every function is one SQL statement over the trial table's short columns and
 indexes (tables.py), never its record JSON, so a page of a 100,000-trial store
-comes back in milliseconds and a list is never loaded whole.
+comes back in milliseconds and a list is never loaded whole. The one exception,
+`batch_spans`, reads only the phases out of one batch's records, for its timeline.
 
 A filter picks trials. A batch or a run is listed when it holds a picked
 trial, and only picked trials are listed under a run; the counts, pass rate
@@ -17,10 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal, NamedTuple, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from sqlalchemy import Connection, text
 
-from .store import Store
+from ..models import PhaseSpan
+from .store import Store, StoreError
 
 SortKey = Literal["name", "outcome", "pass_rate", "deterministic", "commands", "duration",
                   "tokens", "trigger", "started"]
@@ -369,6 +371,55 @@ def trial_item(source: Source, trial_id: str) -> TrialItem | None:
     rows = _rows(source, f"SELECT {_TRIAL_COLUMNS} FROM trial t WHERE t.id = :id",
                  {"id": trial_id})
     return _trial_item(rows[0]) if rows else None
+
+
+# -- a batch's timeline ----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TrialSpans:
+    """What a batch timeline draws of one trial: its row's name, its start, its phases."""
+
+    id: str
+    case_id: str
+    variant: str
+    trial: int
+    outcome: str | None
+    started_at: str | None
+    phases: list[PhaseSpan]
+
+
+_PHASES: TypeAdapter[list[PhaseSpan]] = TypeAdapter(list[PhaseSpan])
+
+
+def batch_spans(store: Store, batch_id: str, damaged: list[str] | None = None) -> list[TrialSpans]:
+    """A batch's trials in run order with their phase spans, read out of the record JSON by
+    SQLite; nothing else of a record is read or validated. A record that cannot be read is
+    left out, with the sentence that says so in `damaged`."""
+    # json_valid first: json_extract on a damaged record would fail the whole statement.
+    sql = """
+        SELECT t.id, t.case_id, t.variant, t.trial, t.outcome, t.started_at,
+               CASE WHEN json_valid(t.record) THEN json_extract(t.record, '$.phases') END AS phases
+        FROM trial t JOIN run r ON r.id = t.run_id
+        WHERE t.batch_id = :batch
+        ORDER BY r.position, r.id, t.trial, t.id"""
+    damaged = damaged if damaged is not None else []
+    trials = []
+    for row in _rows(store, sql, {"batch": batch_id}):
+        try:
+            if row.phases is not None:
+                phases = _PHASES.validate_json(row.phases)
+            else:  # no phases, or not a record at all: the stored record says which
+                phases = _PHASES.validate_python((store.trial_json(row.id) or {}).get("phases", []))
+        except StoreError as e:
+            damaged.append(str(e))
+            continue
+        except ValidationError as e:
+            where = ".".join(map(str, ("phases", *e.errors()[0]["loc"])))
+            damaged.append(str(store._damaged(row.id, f"field {where}")))  # noqa: SLF001 — the store's own sentence
+            continue
+        trials.append(TrialSpans(row.id, row.case_id, row.variant, row.trial, row.outcome,
+                                 row.started_at, phases))
+    return trials
 
 
 # -- the filter bar's choices ------------------------------------------------------

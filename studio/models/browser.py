@@ -32,6 +32,7 @@ from engine.store.browse import (
 )
 
 from .. import theme
+from .live import LiveTrial, LiveTrials
 
 Kind = Literal["batch", "run", "trial"]
 Item = BatchItem | RunItem | TrialItem
@@ -262,9 +263,12 @@ class BrowserModel(QAbstractItemModel):
     loaded = Signal()  # after a reset, a page of batches or a refresh (the empty state listens)
     refreshed = Signal(object, object)  # a refresh applied: the change stamps before and after
 
-    def __init__(self, store: Store, page_size: int = PAGE_SIZE, parent: Any = None) -> None:
+    def __init__(self, store: Store, page_size: int = PAGE_SIZE, parent: Any = None,
+                 live: LiveTrials | None = None) -> None:
         super().__init__(parent)
         self.store = store
+        # Running trials' phases from the engine's events, ahead of the store.
+        self.live = live
         self.page_size = page_size
         self.filter = BrowseFilter()
         self.sort_order = Sort()
@@ -280,14 +284,15 @@ class BrowserModel(QAbstractItemModel):
         # the end of what is loaded, so pages follow scrolling, not layouts.
         self.follow_view = False
         self._painted_near_end = False
-        # Trial id -> (phase, started epoch ms) from the engine's events, ahead of the store.
-        self._live: dict[str, tuple[str, int | None]] = {}
         # refresh_async: one read in flight at most; its result is dropped when the model was
         # reset, paged or refreshed since its snapshot (the generation moved on).
         self._generation = 0
         self._reading = False
         self._courier = _Courier()
         self._courier.fetched.connect(self._on_fetched, Qt.ConnectionType.QueuedConnection)
+        if live is not None:
+            live.phase_changed.connect(self._on_live_changed)
+            live.trial_finished.connect(self._on_live_changed)
         self._reload()
 
     # -- what the view asks ---------------------------------------------------------
@@ -403,12 +408,19 @@ class BrowserModel(QAbstractItemModel):
             return item.outcome  # None while queued or running
         return _overall(item.counts, getattr(item, "status", ""))
 
+    def _live_of(self, trial_id: str) -> LiveTrial | None:
+        """The trial as the engine's events tell it, once they named a phase."""
+        live = self.live.trial(trial_id) if self.live is not None else None
+        return live if live is not None and live.phase is not None else None
+
     def _running(self, trial: TrialItem) -> bool:
         # The engine's events may say so before the store does.
-        return trial.outcome is None and (trial.status == "running" or trial.id in self._live)
+        return trial.outcome is None and (trial.status == "running"
+                                          or self._live_of(trial.id) is not None)
 
     def _live_phase(self, trial: TrialItem) -> tuple[str, int | None]:
-        phase, started = self._live.get(trial.id, (trial.phase or "", None))
+        live = self._live_of(trial.id)
+        phase, started = (live.phase, live.started_ms) if live else (trial.phase, None)
         return phase or ("running" if self._running(trial) else "queued"), \
             started if started is not None else _epoch_ms(trial.started_at)
 
@@ -674,10 +686,6 @@ class BrowserModel(QAbstractItemModel):
                 trials = fetched.trials.get(run.item.id)
                 if trials is not None and run.children is not None:
                     self._sync(run, trials)
-        done = [t for t in self._live if (node := self._by_id.get(("trial", t)))
-                and node.item.status == "done"]
-        for trial_id in done:
-            del self._live[trial_id]
         self.loaded.emit()
         self.refreshed.emit(before, self.stamp)
 
@@ -741,14 +749,8 @@ class BrowserModel(QAbstractItemModel):
         for row in range(start, len(nodes)):
             nodes[row].row = row
 
-    def mark_live(self, trial_id: str, phase: str | None, started_epoch_ms: int | None) -> None:
-        """A running trial's phase from the engine's events, shown before the store has it.
-
-        `phase=None` clears it (the trial finished)."""
-        if phase is None:
-            self._live.pop(trial_id, None)
-        else:
-            self._live[trial_id] = (phase, started_epoch_ms)
+    def _on_live_changed(self, trial_id: str, *_: object) -> None:
+        """A running trial entered a phase or finished: its row says so before the store does."""
         if node := self._by_id.get(("trial", trial_id)):
             self._row_changed(node)
 

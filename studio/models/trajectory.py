@@ -17,7 +17,7 @@ from typing import Any
 from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelIndex,
                             QSortFilterProxyModel, Qt)
 
-from engine.models import TrajectoryItem, TrialRecord, Turn
+from engine.models import TrajectoryItem, TrialRecord, TurnRecord
 from studio.theme import fmt_ms
 
 KINDS = ("message", "command", "toolCall", "fileChange")
@@ -132,7 +132,7 @@ class TrajectoryModel(QAbstractListModel):
             last_turn = item.turn
         self._insert(new)
 
-    def update_turn(self, turn: Turn) -> None:
+    def update_turn(self, turn: TurnRecord) -> None:
         """A turn's prompt, status and time, when they become known (live)."""
         row = self._headers.get(turn.index)
         if row is None:

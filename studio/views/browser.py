@@ -22,6 +22,7 @@ from .. import theme
 from ..models.browser import (
     COLUMN, BatchIdRole, BrowserModel, KindRole, RunIdRole, TrialIdRole,
 )
+from ..models.live import LiveTrials
 
 SEARCH_DEBOUNCE_MS = 150
 POLL_MS = 1000  # how often to ask the store whether another process changed it
@@ -51,10 +52,10 @@ class BrowserPanel(QWidget):
     trial_activated = Signal(str)  # Enter or double-click on a trial
 
     def __init__(self, store: Store, parent: QWidget | None = None, poll_ms: int = POLL_MS,
-                 tick_ms: int = TICK_MS) -> None:
+                 tick_ms: int = TICK_MS, live: LiveTrials | None = None) -> None:
         super().__init__(parent)
         self.store = store
-        self.model = BrowserModel(store, parent=self)
+        self.model = BrowserModel(store, parent=self, live=live)
         self.model.follow_view = True  # pages follow this tree's scrolling
 
         self.outcome = _combo("Outcome")

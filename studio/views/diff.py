@@ -12,11 +12,10 @@ import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import PurePosixPath
 
-from PySide6.QtCore import (
-    QAbstractListModel, QEvent, QModelIndex, QPersistentModelIndex, QRect, QRectF, QSize, Qt,
-)
+from PySide6.QtCore import QEvent, QModelIndex, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QBrush, QColor, QFont, QPainter, QPaintEvent, QResizeEvent, QSyntaxHighlighter, QTextCharFormat,
     QTextCursor,
@@ -29,16 +28,15 @@ from PySide6.QtWidgets import (
 
 from engine.models import TrialRecord
 from studio.models.diff import FileDiff, parse_diff, split_numbers, split_rows, unified_rows
-from studio.theme import REDACTED, REDACTED_BADGE_BG, REDACTED_BADGE_FG, is_dark, mono_font
-from studio.views.header import rich
+from studio.models.files import FILE_ROLE, STATUS_WORDS, FileListModel, Index
+from studio.theme import REDACTED_BADGE_BG, REDACTED_BADGE_FG, is_dark, mono_font
+from studio.widgets import empty_state, marked_spans, rich, utf16_index
 
 LARGE_FILE_CHARS = 1_000_000
 HEAD_LINES = 2_000
 # Above this many lines the syntax highlighter (a Python call per line) is left off;
 # row colours are painted for visible rows only, so they stay.
 SYNTAX_MAX_LINES = 20_000
-
-Index = QModelIndex | QPersistentModelIndex
 
 
 @dataclass(frozen=True)
@@ -119,11 +117,6 @@ def _faint(colour: str, alpha: int = 70) -> QColor:
     return faint
 
 
-def _utf16(text: str, i: int) -> int:
-    """Qt positions count UTF-16 units; Python counts code points (they differ past U+FFFF)."""
-    return i if text.isascii() else len(text[:i].encode("utf-16-le")) // 2
-
-
 def _format(fg: str | None = None, bg: str | None = None, *, bold: bool = False,
             italic: bool = False) -> QTextCharFormat:
     fmt = QTextCharFormat()
@@ -138,7 +131,7 @@ def _format(fg: str | None = None, bg: str | None = None, *, bold: bool = False,
 
 
 class DiffHighlighter(QSyntaxHighlighter):
-    """Colours one pane: +/− markers, hunk headers, light syntax and `[redacted]` badges.
+    """Colours one pane: +/− markers, hunk headers, light syntax and redaction marks as badges.
 
     The whole-row green/red backgrounds are painted by DiffEdit, because a
     character format's background stops at the last character of the line.
@@ -168,7 +161,7 @@ class DiffHighlighter(QSyntaxHighlighter):
         kinds = self.edit.kinds
         n = self.currentBlock().blockNumber()
         kind = kinds[n] if n < len(kinds) else "context"
-        size = _utf16(text, len(text))
+        size = utf16_index(text, len(text))
         if kind in ("hunk", "meta"):
             self.setFormat(0, size, self.formats[kind])
             return
@@ -181,13 +174,10 @@ class DiffHighlighter(QSyntaxHighlighter):
         if self.language is not None:
             for m in self.language.finditer(text, start):
                 group = m.lastgroup or ""
-                a, b = _utf16(text, m.start()), _utf16(text, m.end())
+                a, b = utf16_index(text, m.start()), utf16_index(text, m.end())
                 self.setFormat(a, b - a, self.formats[group])
-        i = text.find(REDACTED)
-        while i >= 0:
-            a = _utf16(text, i)
-            self.setFormat(a, _utf16(text, i + len(REDACTED)) - a, self.formats["redacted"])
-            i = text.find(REDACTED, i + len(REDACTED))
+        for a, b in marked_spans(text):
+            self.setFormat(a, b - a, self.formats["redacted"])
 
 
 class _Gutter(QWidget):
@@ -250,15 +240,13 @@ class DiffEdit(QPlainTextEdit):
     def _redacted_selections(self, text: str) -> list[QTextEdit.ExtraSelection]:
         selections: list[QTextEdit.ExtraSelection] = []
         fmt = self.highlighter.formats["redacted"]
-        i = text.find(REDACTED)
-        while i >= 0 and len(selections) < 10_000:
+        for a, b in islice(marked_spans(text), 10_000):
             sel = QTextEdit.ExtraSelection()
             cursor = QTextCursor(self.document())
-            cursor.setPosition(_utf16(text, i))
-            cursor.setPosition(_utf16(text, i + len(REDACTED)), QTextCursor.MoveMode.KeepAnchor)
+            cursor.setPosition(a)
+            cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
             sel.cursor, sel.format = cursor, fmt  # type: ignore[misc]
             selections.append(sel)
-            i = text.find(REDACTED, i + len(REDACTED))
         return selections
 
     # --- colours ---
@@ -349,47 +337,8 @@ class DiffEdit(QPlainTextEdit):
 
 # --- the file list ------------------------------------------------------------------------------
 
-FILE_ROLE = Qt.ItemDataRole.UserRole + 1
-_ROOT = QModelIndex()
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _STATUS_LETTER = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R"}
-_STATUS_WORDS = {"added": "new file", "deleted": "deleted", "modified": "modified",
-                 "renamed": "renamed"}
-
-
-def file_label(f: FileDiff) -> str:
-    """What the file list says about a file, in words (its accessible text)."""
-    return f"{f.path}  binary" if f.binary else f"{f.path}  +{f.added} −{f.removed}"
-
-
-class FileListModel(QAbstractListModel):
-    """The files of one diff. Counts are computed when a row is first painted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: list[FileDiff] = []
-
-    def set_files(self, files: list[FileDiff]) -> None:
-        self.beginResetModel()
-        self.files = files
-        self.endResetModel()
-
-    def rowCount(self, parent: Index = _ROOT) -> int:
-        return 0 if parent.isValid() else len(self.files)
-
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if not index.isValid():
-            return None
-        f = self.files[index.row()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return file_label(f)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            moved = f" (from {f.old_path})" if f.old_path else ""
-            counts = "" if f.binary else f" · +{f.added} −{f.removed}"
-            return f"{f.path}{moved}\n{_STATUS_WORDS[f.status]}{counts}"
-        if role == FILE_ROLE:
-            return f
-        return None
 
 
 class _FileDelegate(QStyledItemDelegate):
@@ -552,10 +501,7 @@ class DiffView(QWidget):
         self.split.addWidget(self.new_edit)
         self.split.setHandleWidth(2)
 
-        self.message = QLabel()
-        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.message.setWordWrap(True)
-        self.message.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self.message = empty_state()
         self.pages = QStackedWidget()
         for page in (self.unified, self.split, self.message):
             self.pages.addWidget(page)
@@ -581,11 +527,8 @@ class DiffView(QWidget):
         content_layout.addLayout(bar)
         content_layout.addWidget(self.body, 1)
 
-        self.empty = QLabel()
+        self.empty = empty_state()
         self.empty.setTextFormat(Qt.TextFormat.RichText)
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        self.empty.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
         self.outer = QStackedWidget()
         self.outer.addWidget(self.empty)
         self.outer.addWidget(content)
@@ -698,7 +641,7 @@ class DiffView(QWidget):
         moved = html.escape(f" ← {f.old_path}" if f.old_path else "")
         counts = "binary" if f.binary else _counts_html(f.added, f.removed)
         muted = DiffColours.current().muted
-        status = f"<span style='color:{muted}'>{_STATUS_WORDS[f.status]}</span>"
+        status = f"<span style='color:{muted}'>{STATUS_WORDS[f.status]}</span>"
         path = html.escape(f.path)
         self.file_header.setText(f"<b>{path}</b>{moved} &nbsp;{status} &nbsp;{counts}")
         if f.binary:

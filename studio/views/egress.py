@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHeaderView, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from engine.models import TrialRecord
-from studio.theme import VALIDATION_COLOUR, fmt_ms
-from engine.text import plural
-from studio.views.overview import fmt_bytes, make_table, table_item
+from engine.text import fmt_ms, plural
+from studio.theme import VALIDATION_COLOUR
+from studio.widgets import empty_state, fmt_bytes, make_table, table_item
 
 EMPTY = ("No requests left this sandbox (it has no network; the egress gateway logs what goes "
          "through it).")
@@ -34,10 +34,7 @@ class EgressView(QWidget):
         for c in range(len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.empty = QLabel()
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        self.empty.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self.empty = empty_state()
         table_page = QWidget()
         page = QVBoxLayout(table_page)
         page.setContentsMargins(0, 0, 0, 0)
@@ -75,9 +72,9 @@ class EgressView(QWidget):
                 table_item(e.path, mono=True),
                 table_item("✓ allowed" if e.allowed else "✗ blocked", colour=allowed),
                 table_item(", ".join(e.brokered) or "—",
-                      tip="secrets the gateway put in this request" if e.brokered else None),
+                           tip="secrets the gateway put in this request" if e.brokered else None),
                 table_item("—" if e.status is None else str(e.status), align_right=True,
-                      colour=VALIDATION_COLOUR["failed"] if (e.status or 0) >= 400 else None),
+                           colour=VALIDATION_COLOUR["failed"] if (e.status or 0) >= 400 else None),
                 table_item(fmt_bytes(e.bytes), align_right=True),
                 table_item(fmt_ms(e.ms), align_right=True),
             ]

@@ -1,9 +1,8 @@
 """The Evidence panel: one card per validation, saying what ran and what came back.
 
 Validations are few (at most 64), so plain widgets in a scroll area are enough.
-Also the blocks the other panels reuse: `TextBlock` (monospace output that fits
-its height, `[redacted]` as badges, truncation marks in amber), `Fold` (a
-section that opens on click) and `card` (a framed box with a status stripe).
+The blocks it is built of (`TextBlock`, `card`, `tag`, `wrapped`) are the
+panels' shared widgets in `studio.widgets`; `OutputBlock` and `Fold` are its own.
 """
 
 from __future__ import annotations
@@ -12,123 +11,20 @@ import json
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import (
-    QColor, QFont, QPainter, QPaintEvent, QResizeEvent, QTextCharFormat, QTextCursor, QTextOption,
-)
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextEdit, QToolButton,
-    QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget,
 )
 
 from engine.models import TrialRecord, Validation
-from studio.theme import (
-    OUTCOME_COLOUR, REDACTED, REDACTED_BADGE_BG, REDACTED_BADGE_FG, VALIDATION_COLOUR,
-    VALIDATION_GLYPH, fmt_ms, is_dark, mono_font,
+from engine.text import fmt_ms
+from studio.theme import AMBER, VALIDATION_COLOUR, VALIDATION_GLYPH, amber_text
+from studio.widgets import (
+    MUTED, ElidedLabel, TextBlock, card, muted_colour, rich, scroll_area, tag, wrapped,
 )
-from studio.views.header import ElidedLabel, muted_colour, rich
-
-TRUNCATED_MARK = "[truncated "
-AMBER = OUTCOME_COLOUR["infra_error"]
-_MUTED = "color: palette(placeholder-text);"
 
 
-def amber_text() -> str:
-    """Amber for text: the void colour is too light to read as text on a light background."""
-    return AMBER if is_dark() else QColor(AMBER).darker(135).name()
-
-
-# --- shared blocks ------------------------------------------------------------------------------
-
-class TextBlock(QTextEdit):
-    """Read-only monospace text, wrapped; as tall as its text, up to `lines` lines until expanded.
-
-    A QTextEdit rather than a label: one long line (a raw JSON response) wraps
-    anywhere instead of widening the panel, and a long text scrolls inside.
-    """
-
-    EXPANDED_MAX_PX = 640
-
-    def __init__(self, text: str, *, lines: int = 10, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setReadOnly(True)
-        self.setFont(mono_font())
-        self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
-        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setStyleSheet("QTextEdit { background: palette(alternate-base); border-radius: 4px;"
-                           " border: 1px solid palette(midlight); }")
-        self.document().setDocumentMargin(5)
-        self.lines = lines
-        self.expanded = False
-        self.setPlainText(text.rstrip("\n"))
-        self._mark(REDACTED, REDACTED, REDACTED_BADGE_BG, REDACTED_BADGE_FG)
-        self._mark(TRUNCATED_MARK, "]", AMBER, "#1f1f1f")
-        self._fit()
-
-    def _mark(self, start: str, end: str, bg: str, fg: str) -> None:
-        """Badge every `start…end` span; the text is already redacted, the badge makes it seen."""
-        text = self.toPlainText()
-        if start not in text:
-            return
-        fmt = QTextCharFormat()
-        fmt.setBackground(QColor(bg))
-        fmt.setForeground(QColor(fg))
-        fmt.setFontWeight(QFont.Weight.Bold)
-        i = text.find(start)
-        while i >= 0:
-            j = text.find(end, i + len(start) - len(end))
-            j = len(text) if j < 0 else j + len(end)
-            cursor = QTextCursor(self.document())
-            # The document counts UTF-16 units; count the same way.
-            cursor.setPosition(len(text[:i].encode("utf-16-le")) // 2)
-            cursor.setPosition(len(text[:j].encode("utf-16-le")) // 2,
-                               QTextCursor.MoveMode.KeepAnchor)
-            cursor.mergeCharFormat(fmt)
-            i = text.find(start, j)
-
-    def badge_spans(self, colour: str = REDACTED_BADGE_BG) -> list[str]:
-        """The texts drawn as badges of `colour` (what a user sees highlighted)."""
-        spans: list[str] = []
-        block = self.document().begin()
-        while block.isValid():
-            it = block.begin()
-            while not it.atEnd():
-                fragment = it.fragment()
-                if fragment.charFormat().background().color().name() == QColor(colour).name():
-                    spans.append(fragment.text())
-                it += 1
-            block = block.next()
-        return spans
-
-    @property
-    def overflowing(self) -> bool:
-        return self._content_height() > self._collapsed_height() + 1
-
-    def set_expanded(self, expanded: bool) -> None:
-        self.expanded = expanded
-        self._fit()
-
-    def _line_px(self) -> float:
-        return self.fontMetrics().lineSpacing()
-
-    def _collapsed_height(self) -> float:
-        return self.lines * self._line_px() + 2 * self.document().documentMargin()
-
-    def _content_height(self) -> float:
-        doc = self.document()
-        doc.setTextWidth(max(self.viewport().width(), 50))
-        return doc.size().height()
-
-    def _fit(self) -> None:
-        cap = self.EXPANDED_MAX_PX if self.expanded else self._collapsed_height()
-        self.setFixedHeight(int(min(self._content_height(), cap)) + 2 * self.frameWidth() + 2)
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():  # height follows width, not the reverse
-            self._fit()
-
+# --- blocks of this panel -----------------------------------------------------------------------
 
 class OutputBlock(QWidget):
     """A caption ("stdout · 120 lines"), a TextBlock, and "Show all" when the text is longer."""
@@ -139,7 +35,7 @@ class OutputBlock(QWidget):
         self.text = TextBlock(text, lines=lines)
         count = text.rstrip("\n").count("\n") + 1
         self.caption = QLabel(f"{caption} · {count:,} line{'s' if count != 1 else ''}")
-        self.caption.setStyleSheet(_MUTED)
+        self.caption.setStyleSheet(MUTED)
         self.toggle = QPushButton(f"Show all {count:,} lines")
         self.toggle.setFlat(True)
         self.toggle.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -190,37 +86,6 @@ class Fold(QWidget):
         self.button.setArrowType(Qt.ArrowType.DownArrow if open else Qt.ArrowType.RightArrow)
         self.button.setChecked(open)
         self.content.setVisible(open)
-
-
-def card(stripe: str | None = None) -> tuple[QFrame, QVBoxLayout]:
-    """A framed box, with a coloured stripe on its left edge when `stripe` is given."""
-    frame = QFrame()
-    frame.setObjectName("card")
-    border = f"border-left: 4px solid {stripe};" if stripe else ""
-    frame.setStyleSheet(f"QFrame#card {{ background: palette(base); border: 1px solid palette(mid);"
-                        f" border-radius: 6px; {border} }}")
-    layout = QVBoxLayout(frame)
-    layout.setContentsMargins(12, 8, 12, 10)
-    layout.setSpacing(6)
-    return frame, layout
-
-
-def tag(text: str, bg: str, fg: str = "#ffffff") -> QLabel:
-    label = QLabel(text)
-    label.setStyleSheet(f"background: {bg}; color: {fg}; border-radius: 3px; padding: 0 5px;"
-                        f" font-size: 11px; font-weight: 600;")
-    label.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-    return label
-
-
-def wrapped(text: str, *, style: str = "", code: bool = True) -> QLabel:
-    label = QLabel(rich(text, code=code))
-    label.setTextFormat(Qt.TextFormat.RichText)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    if style:
-        label.setStyleSheet(style)
-    return label
 
 
 # --- the judge's score --------------------------------------------------------------------------
@@ -302,7 +167,7 @@ class ValidationCard(QFrame):
             exit_colour = VALIDATION_COLOUR["passed" if code == 0 else "failed"]
             head.addWidget(tag(f"exit {code}", exit_colour))
         ms = QLabel(fmt_ms(validation.ms))
-        ms.setStyleSheet(_MUTED)
+        ms.setStyleSheet(MUTED)
         head.addWidget(ms)
         self.body.addLayout(head)
 
@@ -315,7 +180,7 @@ class ValidationCard(QFrame):
         if evidence.get("truncated_entries"):
             dropped = evidence["truncated_entries"]
             self.body.addWidget(wrapped(f"{dropped:,} entries left out (at most 64 are kept).",
-                                        style=_MUTED))
+                                        style=MUTED))
         if "truncated_json" in evidence:
             self._output("evidence (cut to fit)", str(evidence["truncated_json"]))
         extra = {k: v for k, v in evidence.items()
@@ -344,7 +209,7 @@ class ValidationCard(QFrame):
                 self._output(name, e[name])
         if empty:
             note = " · ".join(f"{name} empty" for name in empty)
-            self.body.addWidget(wrapped(note, style=_MUTED))
+            self.body.addWidget(wrapped(note, style=MUTED))
 
     def _judge(self, e: dict[str, Any]) -> None:
         self.body.addWidget(wrapped(f"Criterion: {e.get('criterion', self.validation.name)}"))
@@ -371,7 +236,7 @@ class ValidationCard(QFrame):
         parts += [f"{k} {json.dumps(v) if isinstance(v, (dict, list)) else v}"
                   for k, v in meta.items()]
         if parts:
-            self.body.addWidget(wrapped(" · ".join(parts), style=_MUTED, code=False))
+            self.body.addWidget(wrapped(" · ".join(parts), style=MUTED, code=False))
         if e.get("prompt"):
             self._fold(f"Prompt ({e['prompt'].count(chr(10)) + 1} lines)", e["prompt"])
         responses = e.get("responses") or []
@@ -427,12 +292,9 @@ class EvidenceView(QWidget):
         self.summary = QLabel()
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setContentsMargins(12, 8, 12, 4)
-        self.note = wrapped("", style=_MUTED)
+        self.note = wrapped("", style=MUTED)
         self.note.setContentsMargins(12, 0, 12, 0)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll = scroll_area()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)

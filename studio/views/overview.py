@@ -11,16 +11,19 @@ from datetime import datetime
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QScrollArea,
-    QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QSizePolicy, QTableWidget, QVBoxLayout,
+    QWidget,
 )
 
 from engine.models import TrialRecord
-from studio.theme import GROUP_COLOUR, REDACTED, VALIDATION_COLOUR, fmt_ms, mono_font, phase_colour
-from studio.views.evidence import TextBlock, amber_text, card, tag, wrapped
-from studio.views.header import failure_line, outcome_pill, plural, rich
+from engine.redact import MARK
+from engine.text import fmt_ms, plural
+from studio.theme import GROUP_COLOUR, VALIDATION_COLOUR, amber_text, phase_colour
+from studio.widgets import (
+    MUTED, TextBlock, card, failure_line, fmt_bytes, make_table, outcome_pill, rich, scroll_area,
+    table_item, tag, wrapped,
+)
 
-_MUTED = "color: palette(placeholder-text);"
 # (Timings field, label, colour): the phase groups' hues, so the bar reads like the timeline.
 TIMING_PARTS = [
     ("slot_ms", "slot wait", GROUP_COLOUR["wait"]),
@@ -33,16 +36,6 @@ TIMING_PARTS = [
 ]
 _PHASE_STATUS_COLOUR = {"failed": VALIDATION_COLOUR["failed"],
                         "skipped": VALIDATION_COLOUR["skipped"]}
-
-
-def fmt_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KB", "MB", "GB"):
-        n /= 1024  # type: ignore[assignment]
-        if n < 1024 or unit == "GB":
-            return f"{n:.1f} {unit}"
-    return f"{n} B"
 
 
 def fmt_time(iso: str | None) -> str:
@@ -100,25 +93,6 @@ class TimingBar(QWidget):
         p.end()
 
 
-def make_table(headers: list[str]) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.verticalHeader().hide()
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.setShowGrid(False)
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    table.horizontalHeader().setHighlightSections(False)
-    table.horizontalHeader().setDefaultAlignment(Qt.AlignmentFlag.AlignLeft
-                                                 | Qt.AlignmentFlag.AlignVCenter)
-    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
-    table.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # no focus frame in a table that is only read
-    return table
-
-
 def _fit_rows(table: QTableWidget) -> None:
     """As tall as its rows: the panel scrolls, not each table inside it."""
     height = table.horizontalHeader().height() + 2 * table.frameWidth()
@@ -127,24 +101,10 @@ def _fit_rows(table: QTableWidget) -> None:
     table.setFixedHeight(height + (scrollbar.sizeHint().height() if scrollbar.isVisible() else 0))
 
 
-def table_item(text: str, *, colour: str | None = None, mono: bool = False, tip: str | None = None,
-          align_right: bool = False) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    if colour:
-        item.setForeground(QColor(colour))
-    if mono:
-        item.setFont(mono_font())
-    if tip or len(text) > 40:
-        item.setToolTip(tip or text)
-    if align_right:
-        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    return item
-
-
 def _badged_cell(table: QTableWidget, row: int, column: int, text: str) -> None:
-    """A cell with `[redacted]` marks drawn as badges (an item can only show plain text)."""
+    """A cell with redaction marks drawn as badges (an item can only show plain text)."""
     table.setItem(row, column, table_item(text))
-    if REDACTED in text:
+    if MARK in text:
         table.item(row, column).setText("")  # the label draws it; the item keeps it for tooltips
         table.item(row, column).setData(Qt.ItemDataRole.UserRole, text)
         label = QLabel(rich(text.replace("\n", " ")))
@@ -179,10 +139,7 @@ class OverviewView(QWidget):
         self.phases_table: QTableWidget | None = None
         self.artifacts_table: QTableWidget | None = None
         self.artifact_text: TextBlock | None = None
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll = scroll_area()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
@@ -199,7 +156,7 @@ class OverviewView(QWidget):
         column.setSpacing(10)
         if record is None:
             empty = wrapped("Select a trial to see how it ended, where its time went and what "
-                            "it used.", style=_MUTED)
+                            "it used.", style=MUTED)
             column.addWidget(empty)
         else:
             top = QHBoxLayout()
@@ -231,7 +188,7 @@ class OverviewView(QWidget):
         self.reason = wrapped(f.reason if f else failure_line(record))
         body.addWidget(self.reason)
         if f and f.where:
-            body.addWidget(wrapped(f"where: {f.where}", style=_MUTED))
+            body.addWidget(wrapped(f"where: {f.where}", style=MUTED))
         if record.void_fields:
             missing = ", ".join(record.void_fields)
             self.void_fields = wrapped(f"Void: no {missing} were recorded; this trial does not "
@@ -268,7 +225,7 @@ class OverviewView(QWidget):
             rows.append(("tags", chips))
         for r, (key, value) in enumerate(rows):
             k = QLabel(key)
-            k.setStyleSheet(_MUTED)
+            k.setStyleSheet(MUTED)
             grid.addWidget(k, r, 0, Qt.AlignmentFlag.AlignTop)
             if isinstance(value, str):
                 value_label = QLabel(value)
@@ -298,7 +255,7 @@ class OverviewView(QWidget):
         body.addWidget(self.timing_legend)
         slot = " · waiting for a slot is not counted by the timeout" if timings["slot_ms"] else ""
         total = QLabel(f"whole trial {fmt_ms(trial_ms(record))}{slot}")
-        total.setStyleSheet(_MUTED)
+        total.setStyleSheet(MUTED)
         body.addWidget(total)
         body.addStretch(1)
         return frame
@@ -317,7 +274,7 @@ class OverviewView(QWidget):
             font.setBold(True)
             number.setFont(font)
             caption = QLabel(name)
-            caption.setStyleSheet(_MUTED)
+            caption.setStyleSheet(MUTED)
             grid.addWidget(number, 0, i)
             grid.addWidget(caption, 1, i)
             self.usage_values[name] = number
@@ -359,7 +316,7 @@ class OverviewView(QWidget):
         self.artifacts_table = table = make_table(["path", "bytes", "sha256"])
         if not record.artifacts:
             note = "No workspace files captured (c.capture(path) saves one into the record)."
-            body.addWidget(wrapped(note, style=_MUTED, code=False))
+            body.addWidget(wrapped(note, style=MUTED, code=False))
             return frame
         table.setRowCount(len(record.artifacts))
         for r, a in enumerate(record.artifacts):
@@ -392,7 +349,7 @@ class OverviewView(QWidget):
             self.artifact_text = None
             note = (f"{artifact.path} was not saved as text (binary, too large, or it held a "
                     f"password).")
-            self.artifact_holder.addWidget(wrapped(note, style=_MUTED, code=False))
+            self.artifact_holder.addWidget(wrapped(note, style=MUTED, code=False))
             return
         self.artifact_text = TextBlock(artifact.text, lines=14)
         self.artifact_holder.addWidget(self.artifact_text)

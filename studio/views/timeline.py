@@ -10,6 +10,7 @@ starts of the row, so they stay cheap with thousands of bars.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,6 +21,8 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QToolTip, QVBoxLayout, QWidget
 
 from engine.models import TrialRecord
+from engine.store.browse import TrialSpans
+from studio.models.live import LiveTrials
 from studio.spans import Span, spans_from_record
 from studio.theme import GROUP_COLOUR, OUTCOME_COLOUR, PHASE_GROUP, PHASE_ORDER, fmt_ms, is_dark
 
@@ -93,13 +96,16 @@ class _Row:
 
 
 class TimelineView(QWidget):
-    """Trial mode: `show_spans`; batch mode: `show_batch`. Wheel zooms x, drag pans x."""
+    """Trial mode: `show_record` or `show_spans`; batch mode: `show_batch`. Wheel zooms x,
+    drag pans x. A running trial's spans come from the live model, drawn to its clock."""
 
     span_clicked = Signal(str, object)  # phase, index (int | None)
     row_clicked = Signal(int)  # batch mode: the trial's row
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.live = live
+        self._following: str | None = None  # the running trial shown, by id
         self.axis = RowAxis(orientation="left")
         self.plot = pg.PlotWidget(axisItems={"left": self.axis})
         self.plot.setMouseTracking(True)
@@ -134,6 +140,10 @@ class TimelineView(QWidget):
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.plot.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self._apply_palette()
+        if live is not None:
+            live.ticked.connect(self._draw_live)
+            live.spans_changed.connect(self._on_spans_changed)
+            live.trial_finished.connect(self._on_trial_finished)
 
     # --- what callers use -------------------------------------------------------------
 
@@ -141,19 +151,23 @@ class TimelineView(QWidget):
     def row_labels(self) -> list[str]:
         return [row.label for row in self._rows]
 
-    def show_record(self, record: TrialRecord) -> None:
-        self.show_spans(spans_from_record(record))
+    def show_record(self, record: TrialRecord | None) -> None:
+        """A trial's phases: as stored, or, while it runs, as the live model folds them."""
+        running = record is not None and record.outcome is None and self.live is not None
+        if running and self.live.trial(record.id) is not None:
+            self._following = record.id
+            self._draw_live()
+            return
+        self.show_spans(spans_from_record(record) if record is not None else [])
 
     def show_spans(self, spans: list[Span], now_ms: int | None = None) -> None:
         """One row per phase kind in SPEC order; call again with more spans to grow it."""
-        by_phase: dict[str, list[Span]] = {}
-        for span in spans:
-            by_phase.setdefault(span.phase, []).append(span)
-        order = PHASE_ORDER + sorted(set(by_phase) - set(PHASE_ORDER))
-        self._draw("trial", [(phase, by_phase[phase]) for phase in order if phase in by_phase], now_ms)
+        self._following = None
+        self._draw("trial", _phase_rows(spans), now_ms)
 
     def show_batch(self, rows: Rows, now_ms: int | None = None) -> None:
         """One row per trial ("case#n variant"); spans in ms from the batch's start."""
+        self._following = None
         self._draw("batch", rows, now_ms)
 
     def reset_zoom(self) -> None:
@@ -187,6 +201,22 @@ class TimelineView(QWidget):
         if span.detail:
             text += f"\n{span.detail}"
         return text
+
+    # --- a running trial ---------------------------------------------------------------
+
+    def _draw_live(self) -> None:
+        trial = self.live.trial(self._following) if self.live and self._following else None
+        if trial is not None:
+            now = trial.spans.now_ms(self.live.now_ms())
+            self._draw("trial", _phase_rows(trial.spans.spans), now)
+
+    def _on_spans_changed(self, trial_id: str) -> None:
+        if trial_id == self._following:
+            self._draw_live()
+
+    def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
+        if trial_id == self._following:  # its record follows; until then, as it last was
+            self._following = None
 
     # --- drawing ------------------------------------------------------------------------
 
@@ -340,9 +370,19 @@ class TimelineView(QWidget):
                 item.setOpts(pen=self._separator(), brush=self._fill(key))
 
 
-def batch_rows(records: list[TrialRecord]) -> Rows:
-    """Batch-mode rows from records: each trial's spans moved to the batch's clock."""
-    def started(record: TrialRecord) -> float:
+def _phase_rows(spans: list[Span]) -> Rows:
+    """Trial mode: one row per phase kind, in SPEC order, then any other."""
+    by_phase: dict[str, list[Span]] = {}
+    for span in spans:
+        by_phase.setdefault(span.phase, []).append(span)
+    order = PHASE_ORDER + sorted(set(by_phase) - set(PHASE_ORDER))
+    return [(phase, by_phase[phase]) for phase in order if phase in by_phase]
+
+
+def batch_rows(records: Sequence[TrialSpans | TrialRecord]) -> Rows:
+    """Batch-mode rows (from the store's `batch_spans`, or records): each trial's spans
+    moved to the batch's clock."""
+    def started(record: TrialSpans | TrialRecord) -> float:
         if not record.started_at:
             return 0.0
         return datetime.fromisoformat(record.started_at.replace("Z", "+00:00")).timestamp() * 1000

@@ -21,11 +21,13 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLa
                                QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
                                QToolButton, QVBoxLayout, QWidget)
 
-from engine.models import TrajectoryItem, TrialRecord, Turn
+from engine.models import TrajectoryItem, TrialRecord, TurnRecord
+from engine.redact import MARK as REDACTED
+from studio.models.live import LiveTrials
 from studio.models.trajectory import (HEADER, KINDS, MatchRole, Row, TextRole, TrajectoryFilter,
                                       TrajectoryModel)
-from studio.theme import (GROUP_COLOUR, OUTCOME_COLOUR, REDACTED, REDACTED_BADGE_BG,
-                          REDACTED_BADGE_FG, fmt_ms, mono_font)
+from studio.theme import (GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG,
+                          fmt_ms, mono_font)
 
 FOLD_LINES = 3
 PAD_X, PAD_Y, ICON, GAP = 8, 5, 18, 8
@@ -33,7 +35,7 @@ KIND_COLOUR = {"message": GROUP_COLOUR["agent"], "command": "#455a64", "toolCall
                "fileChange": "#b7791f"}
 KIND_LABEL = {"message": "messages", "command": "commands", "toolCall": "tool calls",
               "fileChange": "file changes"}
-_TOKENS = re.compile(r"\[redacted\]|\s+|[^\s\[]+|\[")
+_TOKENS = re.compile(re.escape(REDACTED) + r"|\s+|[^\s\[]+|\[")
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -360,8 +362,13 @@ class _List(QListView):
 
 
 class TrajectoryView(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    """A trial's items: as stored, or, while it runs, growing from the live model."""
+
+    def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.live = live
+        self._following: str | None = None  # the running trial shown, by id
+        self._pending: list[TrajectoryItem] = []  # its new items, appended on the clock's tick
         self.model = TrajectoryModel(self)
         self.proxy = TrajectoryFilter(self.model)
         self.expanded: set[int] = set()  # row ids unfolded by a click
@@ -426,16 +433,26 @@ class TrajectoryView(QWidget):
         QShortcut(QKeySequence("F3"), self, lambda: self.find(), context=context)
         QShortcut(QKeySequence("Shift+F3"), self, lambda: self.find(backwards=True), context=context)
         self._update_chips()
+        if live is not None:
+            live.items_added.connect(self._on_items_added)
+            live.ticked.connect(self._append_pending)
+            live.trial_finished.connect(self._on_trial_finished)
 
     # --- what callers use -------------------------------------------------------------
 
     def show_record(self, record: TrialRecord | None) -> None:
+        """A trial's turns and items; a running trial's go on growing while a view watches it."""
+        self._following, self._pending = None, []
         self.expanded.clear()
         self._follow_when_shown = False
         self.delegate.clear()
         self.model.set_record(record)
         self._update_chips()
         self._on_search(self.search.text())
+        trial = self.live.trial(record.id) if self.live and record and record.outcome is None else None
+        if trial is not None and trial.watched:
+            self._following = record.id
+            self.append_items(trial.items)
 
     def append_items(self, items: Iterable[TrajectoryItem | dict]) -> None:
         """Live: new items at the end; the list follows them if it was at the bottom."""
@@ -470,15 +487,25 @@ class TrajectoryView(QWidget):
             self._follow_when_shown = False
             self.list.scrollToBottom()
 
-    def update_turn(self, turn: Turn) -> None:
+    def update_turn(self, turn: TurnRecord) -> None:
         self.model.update_turn(turn)
 
-    def select_turn(self, turn: int) -> None:
-        row = self.model.header_row_of(turn)
-        if row is not None:
-            index = self.proxy.mapFromSource(self.model.index(row))
-            self.list.setCurrentIndex(index)
-            self.list.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtTop)
+    # --- a running trial ----------------------------------------------------------------
+
+    def _on_items_added(self, trial_id: str, items: list[TrajectoryItem]) -> None:
+        if trial_id == self._following:
+            self._pending.extend(items)
+
+    def _append_pending(self) -> None:
+        """On the live clock: a list lays out five times a second, not at every batch of events."""
+        if self._pending:
+            items, self._pending = self._pending, []
+            self.append_items(items)
+
+    def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
+        if trial_id == self._following:  # its record follows; until then, all it did
+            self._append_pending()
+            self._following = None
 
     def select_phase(self, phase: str, index: int | None) -> None:
         """Select the items a timeline span stands for (a turn's, or its diff's)."""

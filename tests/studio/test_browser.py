@@ -4,11 +4,9 @@ paging and live trials."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
@@ -24,8 +22,7 @@ from studio.models.browser import (
 )
 from studio.views.browser import EMPTY_TEXT, BrowserPanel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.make_store import make_store  # noqa: E402
+from tests.make_store import make_store
 
 CASES = ["writes_greet", "adds_numbers", "needs_a_lockfile", "sleeps"]
 
@@ -229,8 +226,12 @@ def _record(trial_id: str, n: int, outcome: str | None = None) -> TrialRecord:
 
 
 def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
+    from engine.events import PhaseStarted, TrialStarted
+    from studio.models.live import LiveTrials
+
     with Store(tmp_path / "live.db") as store:
-        panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+        live = LiveTrials()
+        panel = BrowserPanel(store, poll_ms=0, tick_ms=0, live=live)
         qtbot.addWidget(panel)
         assert not panel.empty.isHidden() and panel.empty.text() == EMPTY_TEXT
 
@@ -250,7 +251,9 @@ def test_live_trials_show_a_moving_phase_and_elapsed_time(qtbot, tmp_path):
         assert text(model, trial, "outcome").startswith("● setup")
 
         started = int(time.time() * 1000) - 5000
-        model.mark_live("t_live1", "turn", started)  # the engine's event, ahead of the store
+        ids = dict(batch_id="b_live", trial_id="t_live1", case_id="writes_greet", variant="scripted", trial=1)
+        live.apply([TrialStarted(**ids, run_id="r_live", at=started),
+                    PhaseStarted(**ids, phase="turn")])  # the engine's events, ahead of the store
         shown = text(model, trial, "outcome")
         assert shown.startswith("● turn 5.")
         time.sleep(1.0)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from PySide6.QtGui import QColor
 
-from engine.models import TrialRecord, Turn
+from engine.models import TrialRecord, TurnRecord
 from studio.models.diff import parse_diff, split_rows
 from studio.views.diff import DiffColours, DiffEdit, DiffView
 
@@ -39,8 +37,8 @@ def row_colour(edit: DiffEdit, row: int) -> str:
 
 
 def with_diff(record: TrialRecord, diff: str) -> TrialRecord:
-    turn = Turn(index=1, prompt="change it", status="completed", ms=1, diff=diff,
-                cumulative_diff=diff)
+    turn = TurnRecord(index=1, prompt="change it", status="completed", ms=1, diff=diff,
+                      cumulative_diff=diff)
     return record.model_copy(update={"turns": [turn]})
 
 
@@ -163,19 +161,11 @@ def big_diff(size: int = 20_000_000) -> str:
     return "".join(parts)
 
 
-def test_a_20_mb_diff_parses_and_shows_its_first_file_fast(view, records):
+def test_a_20_mb_diff_parses_and_shows_its_first_file(view, records):
+    # How fast: bench/studio.py's first paint of a trial with a 20 MB diff (goal 0.5 s).
     text = big_diff()
-    started = time.perf_counter()
     files = parse_diff(text)
-    parse_s = time.perf_counter() - started
-    record = with_diff(records["writes_greet"], text)
-    started = time.perf_counter()
-    view.show_record(record)
-    show_s = time.perf_counter() - started
-    print(f"\n{len(text) / 1e6:.1f} MB, {len(files):,} files: parse_diff {parse_s * 1000:.0f} ms, "
-          f"show_record + first file {show_s * 1000:.0f} ms")
-    assert parse_s < 0.3
-    assert show_s < 0.5
+    view.show_record(with_diff(records["writes_greet"], text))
     assert len(files) == len(view.files) > 1000
     assert files[1].binary and files[2].added == files[2].removed == 120
 

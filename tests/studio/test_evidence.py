@@ -7,7 +7,8 @@ from PySide6.QtGui import QTextDocumentFragment
 from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.models import Validation
-from studio.views.evidence import EvidenceView, Fold, TextBlock, ValidationCard
+from studio.views.evidence import EvidenceView, Fold, ValidationCard
+from studio.widgets import TextBlock
 
 
 @pytest.fixture

@@ -143,3 +143,46 @@ def test_batch_mode_has_a_row_per_trial_in_the_same_colours(timeline, records):
     assert sum(len(bars(i)) for k, i in timeline.bar_items().items() if k != OUTLINE) == \
         sum(len(r.phases) for r in records.values())
     timeline.grab().save("/tmp/timeline-batch.png")
+
+
+def test_the_batch_timeline_from_the_phases_alone_is_the_one_the_records_draw(recorded, records):
+    from engine.store.browse import batch_spans
+
+    store = Store(recorded.store_path)
+    try:
+        trials = batch_spans(store, recorded.batch_id)
+    finally:
+        store.close()
+    assert [t.id for t in trials] == [r.id for r in records.values()]  # in run order
+    assert batch_rows(trials) == batch_rows(list(records.values()))
+
+
+def test_a_damaged_record_is_left_out_of_the_batch_timeline_with_its_sentence(tmp_path):
+    import sqlite3
+
+    from engine.models import PhaseSpan, TrialRecord
+    from engine.store.browse import batch_spans
+
+    path = tmp_path / "damaged.db"
+    phases = [PhaseSpan(phase="image", status="ok", start_ms=0, end_ms=3),
+              PhaseSpan(phase="setup", status="failed", start_ms=3, end_ms=9)]
+    with Store(path) as store:
+        store.create_batch("b_damaged01", "cli", "", "2026-11-29T17:40:47.120Z")
+        for n, case in enumerate(["reads_fine", "bad_json", "bad_phase", "not_an_object"]):
+            store.create_run(f"r_{n}", "b_damaged01", case, "scripted", n)
+            store.save_trial(TrialRecord(id=f"t_{case}", batch_id="b_damaged01", run_id=f"r_{n}",
+                                         case_id=case, variant="scripted", trial=1, trigger="cli",
+                                         outcome="pass", started_at="2026-11-29T17:40:47.120Z",
+                                         phases=phases))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE trial SET record = '{\"id\": broken' WHERE id = 't_bad_json'")
+        conn.execute("UPDATE trial SET record = json_set(record, '$.phases[1].status', 'exploded') "
+                     "WHERE id = 't_bad_phase'")
+        conn.execute("UPDATE trial SET record = '[1, 2]' WHERE id = 't_not_an_object'")
+    damaged: list[str] = []
+    with Store(path) as store:
+        trials = batch_spans(store, "b_damaged01", damaged)
+    assert [t.id for t in trials] == ["t_reads_fine"] and trials[0].phases == phases
+    assert [d.split(" is damaged")[0] for d in damaged] == \
+        [f"the record of trial t_{case} in {path}" for case in ("bad_json", "bad_phase", "not_an_object")]
+    assert "field phases.1.status" in damaged[1] and "not a JSON object" in damaged[2]
