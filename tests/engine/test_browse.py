@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +13,7 @@ from engine.store.browse import (
     SORT_KEYS, BrowseFilter, Sort, batches_page, count_batches, filter_options, runs_of, trial_item,
     trials_of,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.make_store import make_store  # noqa: E402
+from tests.make_store import make_store
 
 REASONS = {"assertion": "python3 -m pytest -q exited 1", "judge": "verdict 0.2 below 0.7",
            "timeout": "the trial ran past its timeout of 2m",

@@ -599,9 +599,12 @@ def test_ctrl_c_exits_130_skips_the_rest_and_leaves_nothing(tmp_path, docker_cli
         if process.poll() is None:
             process.kill()
             process.wait()
-    outcomes = [t["outcome"] for t in batch["runs"][0]["trials"]]
-    assert outcomes[0] not in ("pass", "skipped", None)  # it was running: stopped, not scored as a pass
-    assert outcomes[1:] == ["skipped", "skipped"]
+    trials = batch["runs"][0]["trials"]
+    # It was running: stopped, and void (infra_error), never scored as a pass or a fail.
+    assert trials[0]["outcome"] == "infra_error", trials[0]
+    failure = trials[0]["failure"]
+    assert failure["kind"] == "infra" and "interrupted" in failure["reason"], failure
+    assert [t["outcome"] for t in trials[1:]] == ["skipped", "skipped"]
     left = docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch['batch_id']}"})
     assert left == [], "the interrupted batch left containers behind"
 

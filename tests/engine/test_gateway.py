@@ -124,9 +124,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")  # no length: the gateway must chunk it
             self.end_headers()
+            # Lockstep: each event is sent once the client has read the one before, so an
+            # event the gateway holds back stops the stream (`sse_waits` says which).
+            read = getattr(self.server, "sse_read", [])
             for n in range(3):
                 self.wfile.write(f"data: event {n}\n\n".encode())
-                time.sleep(0.3)
+                self.wfile.flush()
+                if n < len(read) and not read[n].wait(5):
+                    self.server.sse_waits.append(n)  # type: ignore[attr-defined]
             self.close_connection = True
             return
         body = f"path={self.path};auth={self.headers.get('Authorization')}".encode()
@@ -394,21 +399,23 @@ def test_post_bodies_are_forwarded_and_never_swapped(world):
 
 
 def test_server_sent_events_arrive_as_they_are_sent(world):
-    gateway = world["gateway"]
+    gateway, api = world["gateway"], world["api"]
+    api.sse_read, api.sse_waits = [threading.Event(), threading.Event()], []  # events 0 and 1
     with connect(gateway, API, gateway.ca_pem) as sock:
         sock.sendall(f"GET /sse HTTP/1.1\r\nHost: {API}\r\n\r\n".encode())
-        arrivals, data = [], b""
+        data = b""
         while not data.endswith(b"0\r\n\r\n"):
             chunk = sock.recv(65536)
             assert chunk, "the gateway closed before the last chunk"
             data += chunk
-            if b"data:" in chunk:
-                arrivals.append(time.monotonic())
+            for n, read in enumerate(api.sse_read):  # tell the upstream what arrived
+                if f"data: event {n}".encode() in data:
+                    read.set()
     assert b"Transfer-Encoding: chunked" in data
     assert [line for line in data.split(b"\n") if line.startswith(b"data:")] == [
         b"data: event 0", b"data: event 1", b"data: event 2"]
-    assert len(arrivals) == 3
-    assert arrivals[1] - arrivals[0] > 0.15 and arrivals[2] - arrivals[1] > 0.15
+    # Each event reached the client while the upstream still held the next one back.
+    assert api.sse_waits == [], f"the gateway held back events {api.sse_waits} until more came"
 
 
 def test_keep_alive_serves_two_requests_on_one_tunnel(world):

@@ -13,8 +13,7 @@ import pytest
 
 from engine.events import PhaseProgress, PhaseStarted, TrialFinished
 from engine.models import (
-    SCHEMA_VERSION, Failure, TrajectoryItem, TrialRecord, TrialSummary, Turn, Validation,
-    distribution,
+    SCHEMA_VERSION, Failure, TrajectoryItem, TrialRecord, TrialSummary, TurnRecord, Validation,
 )
 from engine.store import Store, StoreError, default_store_path
 
@@ -65,8 +64,8 @@ def test_creates_parent_folders_and_uses_wal(tmp_path):
 def test_record_round_trips(store):
     rec = record(
         outcome="pass", started_at=NOW, finished_at=LATER, command_count=1, tags=["smoke"],
-        turns=[Turn(index=1, prompt="Create greet.py", status="completed", ms=4000,
-                    diff="diff --git a/greet.py", files_changed=["greet.py"])],
+        turns=[TurnRecord(index=1, prompt="Create greet.py", status="completed", ms=4000,
+                          diff="diff --git a/greet.py", files_changed=["greet.py"])],
         trajectory=[TrajectoryItem(kind="command", turn=1, command="pytest -q", exit_code=0,
                                    output="1 passed")],
         validations=[Validation(kind="command", name="pytest -q", status="passed",
@@ -113,10 +112,13 @@ def test_batch_summary_has_runs_in_order_with_distributions(store):
     assert first.trials[2].failure == Failure(kind="assertion", reason="exit 1",
                                               where="check 1 of 1")
     assert first.trials[0].duration_ms == 8500
-    assert first.distribution == distribution(first.trials)
-    assert (first.distribution.passed, first.distribution.failed) == (2, 1)
-    assert first.distribution.pass_rate == 0.667
-    assert second.distribution.voided == 1 and second.distribution.pass_rate is None
+    # Worked out by hand from SPEC.md's rules: passes 2 and 3 commands, a fail with 9.
+    assert first.distribution.model_dump() == {
+        "trials": 3, "scored": 3, "passed": 2, "failed": 1, "voided": 0, "pass_rate": 0.667,
+        "deterministic": False, "command_min": 2, "command_median": 3, "command_max": 9}
+    assert second.distribution.model_dump() == {
+        "trials": 1, "scored": 0, "passed": 0, "failed": 0, "voided": 1, "pass_rate": None,
+        "deterministic": False, "command_min": None, "command_median": None, "command_max": None}
     assert store.batch_summary("b_nope") is None
 
 
@@ -137,8 +139,11 @@ def test_prefix_lookup(store):
     assert store.get_trial("t_3fa1").id == "t_3fa1"
     with pytest.raises(StoreError, match="matches 2 trials"):
         store.get_trial("t_3fa")
-    # "_" is a LIKE wildcard; it must match only itself.
-    assert store.get_trial("tx") is None
+    # "_" and "%" are LIKE wildcards; each must match only itself.
+    store.create_trial(record("tx4bb1"), owner="")
+    store.flush()
+    assert store.get_trial("t_4").id == "t_4bb0"  # not "tx4bb1" too
+    assert store.get_trial("t%") is None
 
 
 def test_events_from_eight_threads_land_in_order_per_trial(store):

@@ -1,10 +1,14 @@
 """Studio tests run on a real Qt event loop (offscreen) over records the engine
-made in a real Docker daemon: one session-wide batch with every kind of trial."""
+made in a real Docker daemon: one session-wide batch with every kind of trial.
+Without Docker they run over the same batch as checked in (tests/data/recorded.db),
+which tests/studio/test_recorded.py regenerates."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
 import textwrap
 import threading
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ case "$PROCTOR_PROMPT" in
   *add*)
     printf 'def add(a, b):\n    return a - b\n' > calc.py
     say '{"type":"command","command":"cat calc.py","exitCode":0,"output":"def add(a, b): return a - b"}'
+    say '{"type":"usage","input":25000,"output":300}'
     ;;
   *sleep*)
     say '{"type":"message","role":"assistant","text":"thinking slowly"}'
@@ -98,18 +103,64 @@ class Recorded:
     store_path: Path
     batch_id: str
     trials: dict[str, str]  # case id -> trial id
-    suite: Path
+    suite: Path | None
+    # The batch as Docker made it now, compacted before any test opened it; None when the
+    # tests run over the checked-in batch.
+    made_now: Path | None = None
+
+
+CHECKED_IN = Path(__file__).resolve().parents[1] / "data" / "recorded.db"
 
 
 @pytest.fixture(scope="session")
-def recorded(docker_client, tmp_path_factory) -> Recorded:
+def recorded(request, tmp_path_factory) -> Recorded:
+    """The studio's batch, made now in a real Docker daemon; without one, or with
+    PROCTOR_RECORDED=checked-in, a copy of the same batch as checked in."""
+    folder = tmp_path_factory.mktemp("studio-suite")
+    if os.environ.get("PROCTOR_RECORDED") != "checked-in":
+        try:
+            return _record_batch(request.getfixturevalue("docker_client"), folder)
+        except pytest.skip.Exception:
+            pass  # no Docker here (a Docker test skips): the checked-in batch
+    return _checked_in(folder)
+
+
+def compact(store_path: Path, target: Path) -> Path:
+    """A copy of a closed store as small as SQLite makes it, in one file (no -wal)."""
+    target.unlink(missing_ok=True)
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("PRAGMA page_size=1024")  # a third smaller than 4,096 for this little data
+        conn.execute("VACUUM INTO ?", (str(target),))
+    conn.close()
+    with sqlite3.connect(target) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    return target
+
+
+def _checked_in(folder: Path) -> Recorded:
+    """The checked-in batch, copied: opening a store may write to it."""
+    from engine.store import Store
+
+    assert CHECKED_IN.is_file(), (f"{CHECKED_IN} is missing: with Docker, run "
+                                  "PROCTOR_REGENERATE=1 pytest tests/studio/test_recorded.py")
+    store_path = shutil.copyfile(CHECKED_IN, folder / "proctor.db")
+    store = Store(store_path)
+    try:
+        [summary] = store.list_batches()
+    finally:
+        store.close()
+    trials = {run.case_id: run.trials[0].id for run in summary.runs}
+    return Recorded(store_path, summary.batch_id, trials, None)
+
+
+def _record_batch(docker_client, folder: Path) -> Recorded:
     """One real batch: pass (2 turns, judge, binary file), fail, infra_error, timeout."""
     from engine.batch import BatchPlan, Engine
     from engine.config import load_config
     from engine.spec import load_cases
     from engine.store import Store
 
-    folder = tmp_path_factory.mktemp("studio-suite")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     (folder / "agent.sh").write_text(AGENT)
@@ -126,12 +177,13 @@ def recorded(docker_client, tmp_path_factory) -> Recorded:
         plan = BatchPlan(cases=load_cases([folder / "suite.eval.py"]), variants=config.variants,
                          config=config, trigger="api")
         engine = Engine(store, docker_client)
-        summary = engine.run(plan, engine.plan(plan))
+        summary = engine.run(plan)
     finally:
         store.close()
         server.shutdown()
     trials = {run.case_id: run.trials[0].id for run in summary.runs}
-    return Recorded(store_path, summary.batch_id, trials, folder / "suite.eval.py")
+    return Recorded(store_path, summary.batch_id, trials, folder / "suite.eval.py",
+                    made_now=compact(store_path, folder / "made-now.db"))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from PySide6.QtGui import QTextDocumentFragment
 from PySide6.QtWidgets import QLabel, QWidget
 
 from engine.models import EgressEntry
-from studio.views.egress import EMPTY, EgressView
+from studio.views.egress import EgressView
 from studio.views.header import TrialHeader
 from studio.views.overview import OverviewView
 
@@ -73,11 +73,12 @@ def test_a_passed_trial_shows_its_phases_timings_usage_and_artifacts(overview, r
     assert "def greet(name):" in overview.artifact_text.toPlainText()
 
 
-def test_usage_warnings_are_shown(overview, records):
-    warnings = ["turn 2 reported no usage"]
-    record = records["writes_greet"].model_copy(update={"usage_warnings": warnings})
-    overview.show_record(record)
-    assert "⚠ turn 2 reported no usage" in seen(overview)
+def test_usage_warnings_the_engine_made_are_shown(overview, records):
+    # adds_numbers' agent reported 25,000 input tokens and no cache read: the engine warned.
+    overview.show_record(records["adds_numbers"])
+    assert "⚠ nothing came from cache: 25,000 input tokens, none cached" in seen(overview)
+    overview.show_record(records["writes_greet"])  # well cached: no warning
+    assert "⚠" not in seen(overview)
 
 
 def test_no_record_is_an_empty_state(overview):
@@ -85,14 +86,20 @@ def test_no_record_is_an_empty_state(overview):
     assert "Select a trial" in seen(overview)
 
 
+NO_REQUESTS = ("No requests left this sandbox (it has no network; the egress gateway logs what "
+               "goes through it).")
+
+
+def visible_text(widget: QWidget) -> list[str]:
+    return [shown(label) for label in widget.findChildren(QLabel) if label.isVisible()]
+
+
 def test_egress_empty_state_and_table(qtbot, records):
     view = EgressView()
     qtbot.addWidget(view)
+    view.show()
     view.show_record(records["writes_greet"])
-    assert view.pages.currentWidget() is view.empty
-    assert view.empty.text() == EMPTY
-    assert EMPTY == ("No requests left this sandbox (it has no network; the egress gateway logs "
-                     "what goes through it).")
+    assert visible_text(view) == [NO_REQUESTS]
     record = records["writes_greet"].model_copy(update={"egress": [
         EgressEntry(method="POST", host="api.openai.com", path="/v1/chat/completions", allowed=True,
                     brokered=["OPENAI_API_KEY"], status=200, bytes=2048, ms=800),
@@ -105,6 +112,8 @@ def test_egress_empty_state_and_table(qtbot, records):
                      "OPENAI_API_KEY", "200", "2.0 KB", "800ms"],
                     ["CONNECT", "evil.example", "/", "✗ blocked", "—", "403", "0 B", "0ms"]]
     assert "2 requests" in shown(view.summary) and "1 blocked" in shown(view.summary)
+    view.show_record(records["adds_numbers"])  # none again: the sentence, no table left over
+    assert visible_text(view) == [NO_REQUESTS] and not view.table.isVisible()
 
 
 def test_header_says_what_and_why(qtbot, records):

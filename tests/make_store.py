@@ -1,4 +1,5 @@
-"""Fill a Proctor store with synthetic batches, fast, for the browser's benchmark and tests.
+"""Fill a Proctor store with synthetic batches, fast: a test fixture (the browser's paging
+tests) that the studio's benchmark (bench/studio.py) uses too.
 
 `make_store(path, trials=100_000, batches=1000)` writes straight into the tables
 through SQLAlchemy Core (one transaction, executemany), not through the store's
@@ -8,7 +9,7 @@ variants, mostly passes, some assertion/judge/timeout failures, a few void and
 skipped trials, and the newest batch still running. Records are small but valid
 TrialRecords, so `proctor show` works on any of them.
 
-    python bench/make_store.py [PATH] [--trials N] [--batches N]
+    python tests/make_store.py [PATH] [--trials N] [--batches N]
 """
 
 from __future__ import annotations
