@@ -7,7 +7,6 @@ orange, teardown and record grey; waiting for a slot is pale.
 
 from __future__ import annotations
 
-from engine.text import fmt_ms  # noqa: F401 (the studio's durations read as the CLI's)
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette
 from PySide6.QtWidgets import QApplication
 

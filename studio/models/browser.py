@@ -26,6 +26,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 
 from engine.store import Store
+from engine.text import fmt_ms
 from engine.store.browse import (
     SORT_KEYS, BatchItem, BrowseFilter, Counts, Located, RunItem, Sort, TrialItem,
     batches_page, change_stamp, locate, runs_of, trials_of,
@@ -449,8 +450,8 @@ class BrowserModel(QAbstractItemModel):
             return str(b.commands)
         if key == "duration":
             if b.status == "running":
-                return theme.fmt_ms(self._elapsed(_epoch_ms(b.started_at)))
-            return theme.fmt_ms(b.duration_ms)
+                return fmt_ms(self._elapsed(_epoch_ms(b.started_at)))
+            return fmt_ms(b.duration_ms)
         if key == "tokens":
             return _tokens(b.tokens)
         if key == "trigger":
@@ -477,7 +478,7 @@ class BrowserModel(QAbstractItemModel):
             return median if r.command_min == r.command_max else \
                 f"{median} ({r.command_min}–{r.command_max})"
         if key == "duration":
-            return theme.fmt_ms(r.duration_ms)
+            return fmt_ms(r.duration_ms)
         if key == "tokens":
             return _tokens(r.tokens)
         if key == "started":
@@ -492,7 +493,7 @@ class BrowserModel(QAbstractItemModel):
             if t.outcome is None:
                 phase, started = self._live_phase(t)
                 elapsed = self._elapsed(started) if self._running(t) else None
-                return f"{glyph} {phase} {theme.fmt_ms(elapsed)}" if elapsed is not None \
+                return f"{glyph} {phase} {fmt_ms(elapsed)}" if elapsed is not None \
                     else f"{glyph} {phase}"
             if t.outcome == "infra_error":
                 # A void trial says why in its row, not only in the tooltip.
@@ -503,8 +504,8 @@ class BrowserModel(QAbstractItemModel):
             return str(t.command_count) if t.outcome not in (None, "skipped") else "—"
         if key == "duration":
             if self._running(t):
-                return theme.fmt_ms(self._elapsed(self._live_phase(t)[1]))
-            return theme.fmt_ms(t.duration_ms)
+                return fmt_ms(self._elapsed(self._live_phase(t)[1]))
+            return fmt_ms(t.duration_ms)
         if key == "tokens":
             return _tokens(t.tokens)
         if key == "started":

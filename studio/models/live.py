@@ -29,13 +29,8 @@ FINISHED_KEPT = 1_000  # finished trials remembered, for records the store has n
 
 
 def item_of(event: Event) -> TrajectoryItem | None:
-    """The trajectory item a progress event carries, typed.
-
-    `model_validate` takes a TrajectoryItem as it is, and a dict (what events held before
-    PhaseProgress.item was typed, and what older stored events parse to) field by field."""
-    if isinstance(event, PhaseProgress) and event.item is not None:
-        return TrajectoryItem.model_validate(event.item)
-    return None
+    """The trajectory item a progress event carries (typed, as parse_event reads it too)."""
+    return event.item if isinstance(event, PhaseProgress) else None
 
 
 @dataclass

@@ -18,7 +18,7 @@ from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelInd
                             QSortFilterProxyModel, Qt)
 
 from engine.models import TrajectoryItem, TrialRecord, TurnRecord
-from studio.theme import fmt_ms
+from engine.text import fmt_ms
 
 KINDS = ("message", "command", "toolCall", "fileChange")
 HEADER = "turn"  # the kind of a turn header row

@@ -24,7 +24,8 @@ from engine.models import TrialRecord
 from engine.store.browse import TrialSpans
 from studio.models.live import LiveTrials
 from studio.spans import Span, spans_from_record
-from studio.theme import GROUP_COLOUR, OUTCOME_COLOUR, PHASE_GROUP, PHASE_ORDER, fmt_ms, is_dark
+from engine.text import fmt_ms
+from studio.theme import GROUP_COLOUR, OUTCOME_COLOUR, PHASE_GROUP, PHASE_ORDER, is_dark
 
 BAR_HEIGHT = 0.62  # of a row; the gap keeps neighbouring rows apart
 MIN_BAR_PX = 4  # zero-length phases (env, an empty setup) still show as a sliver

@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLa
 
 from engine.models import TrajectoryItem, TrialRecord, TurnRecord
 from engine.redact import MARK as REDACTED
+from engine.text import fmt_ms
 from studio.models.live import LiveTrials
 from studio.models.trajectory import (HEADER, KINDS, MatchRole, Row, TextRole, TrajectoryFilter,
                                       TrajectoryModel)
-from studio.theme import (GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG,
-                          fmt_ms, mono_font)
+from studio.theme import GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG, mono_font
 
 FOLD_LINES = 3
 PAD_X, PAD_Y, ICON, GAP = 8, 5, 18, 8
