@@ -56,11 +56,10 @@ class BatchPlan:
 @dataclass
 class BatchHandle:
     """A batch running on its own thread: wait for it, cancel it or one of its trials,
-    hear its events. `Engine.start_batch` makes one."""
+    hear its events (`listen`). `Engine.start_batch` makes one."""
     batch_id: str
     plans: list[TrialPlan]
     cancelled: threading.Event = field(default_factory=threading.Event)
-    listeners: list[EventSink] = field(default_factory=list)
     running: dict[str, Trial] = field(default_factory=dict)
     skip: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,6 +67,9 @@ class BatchHandle:
     _ended: threading.Event = field(default_factory=threading.Event, repr=False)
     _summary: BatchSummary | None = field(default=None, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
+    _listeners: list[EventSink] = field(default_factory=list, init=False, repr=False)
+    _listening: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _said_all: bool = field(default=False, init=False, repr=False)  # BatchFinished went out
 
     @property
     def runs(self) -> list[tuple[str, str, str]]:
@@ -96,9 +98,31 @@ class BatchHandle:
             raise self._error
         return self._summary
 
-    def listen(self, sink: EventSink) -> None:
-        """Hear every event the batch sends from now on (on the batch's threads)."""
-        self.listeners.append(sink)
+    def listen(self, sink: EventSink) -> Callable[[], None] | None:
+        """Hear every event the batch sends from now on, up to its BatchFinished (called on
+        the batch's threads). Returns the call that stops listening, or None when the batch
+        has already sent its last event: `sink` would hear nothing."""
+        with self._listening:
+            if self._said_all:
+                return None
+            self._listeners.append(sink)
+
+        def unlisten() -> None:
+            with self._listening:
+                if sink in self._listeners:
+                    self._listeners.remove(sink)
+
+        return unlisten
+
+    def _send(self, event: Event) -> None:
+        """`event` to every listener; after BatchFinished no listener is taken."""
+        with self._listening:
+            listeners = list(self._listeners)
+            if isinstance(event, BatchFinished):
+                self._said_all = True
+                self._listeners.clear()
+        for listener in listeners:
+            listener(event)
 
     def cancel_trial(self, trial_id: str, reason: str) -> bool:
         """Stop one trial: a running one ends as infra_error, a waiting one is skipped."""
@@ -126,6 +150,9 @@ class BatchHandle:
         self.cancel(reason)
 
     def _end(self, summary: BatchSummary | None, error: BaseException | None = None) -> None:
+        with self._listening:  # ended without its BatchFinished (an error): no more events come
+            self._said_all = True
+            self._listeners.clear()
         self._summary, self._error = summary, error
         self._ended.set()
 
@@ -191,17 +218,23 @@ class Engine:
                 position += 1
                 count = plan.trials or case.trials or plan.config.defaults.trials
                 for n in range(1, count + 1):
-                    trial = TrialPlan(case=case, variant=variant, config=plan.config, batch_id=batch_id,
-                                      run_id=run_id, trial_id=new_id("t"), trial=n,
-                                      trigger=plan.trigger, owner=self.owner)
-                    plans.append(trial)
-                    self.store.create_trial(trial.empty_record(), self.owner)
+                    trial_plan = TrialPlan(case=case, variant=variant, config=plan.config, batch_id=batch_id,
+                                           run_id=run_id, trial_id=new_id("t"), trial=n,
+                                           trigger=plan.trigger, owner=self.owner)
+                    plans.append(trial_plan)
+                    self.store.create_trial(trial_plan.empty_record(), self.owner)
         return BatchHandle(batch_id, plans)
 
-    def start_batch(self, plan: BatchPlan, sink: EventSink | None = None) -> BatchHandle:
+    def start_batch(self, plan: BatchPlan, sink: EventSink | None = None,
+                    stopped: Callable[[], bool] | None = None) -> BatchHandle:
         """Plan a batch and run it on its own thread. Returns at once: the batch's id and
-        runs are known and stored, its trials go on; `sink` hears every event."""
+        runs are known and stored, its trials go on; `sink` hears every event.
+
+        `stopped` is asked once the batch is planned (a big batch takes a while): if a stop
+        came meanwhile (a Ctrl-C), the batch starts cancelled and every trial is skipped."""
         handle = self.plan(plan)
+        if stopped is not None and stopped():
+            handle.cancel()
 
         def work() -> None:
             try:
@@ -215,8 +248,16 @@ class Engine:
         return handle
 
     def run(self, plan: BatchPlan, sink: EventSink | None = None) -> BatchSummary:
-        """Run a batch and wait for it; its error, if one ended it, is raised here."""
-        summary = self.start_batch(plan, sink).wait()
+        """Run a batch and wait for it; its error, if one ended it, is raised here. An
+        interrupt of the wait (Ctrl-C) stops the batch and waits for it to close first."""
+        handle = self.start_batch(plan, sink)
+        try:
+            summary = handle.wait()
+        except BaseException:
+            if not handle.done:  # the batch thread dies with the interpreter: never leave it unclosed
+                handle.cancel()
+                handle._ended.wait()
+            raise
         assert summary is not None  # no timeout: wait returns only once the batch ended
         return summary
 
@@ -228,8 +269,7 @@ class Engine:
                 self.store.set_trial_phase(event.trial_id, event.phase)
             if sink is not None:
                 sink(event)
-            for listener in list(handle.listeners):
-                listener(event)
+            handle._send(event)
 
         heartbeat = threading.Event()
 

@@ -166,13 +166,17 @@ def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: 
     printer = _Printer(verbose=args.verbose, quiet=args.json)
     # While the batch runs a signal is only noted, and acted on here: a KeyboardInterrupt
     # raised inside planning or a wait could leave the batch unclosed or its result unread.
+    # One noted during planning starts the batch cancelled, so no trial starts.
     with stop.held():
-        handle = engine.start_batch(plan, printer)
-        while (summary := handle.wait(0.2)) is None:
-            if stop.received and not handle.cancelled.is_set():
+        handle = engine.start_batch(plan, printer, stopped=lambda: stop.received is not None)
+        said = False
+        while True:
+            if stop.received and not said:
                 handle.cancel()
+                said = True
                 _say(f"\ninterrupted ({stop.received}): stopping running trials, skipping the rest…")
-    return summary
+            if (summary := handle.wait(0.2)) is not None:
+                return summary
 
 
 class _StopSignals:

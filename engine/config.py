@@ -155,7 +155,14 @@ def _for_variant(error: Any, name: Any, harness: str, options: type[HarnessOptio
                                       "variant {variant} uses the {harness} harness but has no {key}",
                                       {"variant": shown(name), "harness": harness, "key": str(loc[0])})
         return InitErrorDetails(type=missing, loc=loc, input=value)
-    return InitErrorDetails(type=kind, loc=loc, input=value, ctx=error.get("ctx") or {})
+    same = InitErrorDetails(type=kind, loc=loc, input=value, ctx=error.get("ctx") or {})
+    try:
+        _invalid([same])
+    except (KeyError, TypeError):
+        # A harness's PydanticCustomError: a type pydantic does not know, or one of its own
+        # without the context pydantic gives it. Kept as it was said.
+        return InitErrorDetails(type=PydanticCustomError(kind, error["msg"]), loc=loc, input=value)
+    return same
 
 
 class JudgeConfig(_Section):

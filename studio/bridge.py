@@ -82,8 +82,10 @@ class EngineBridge(QObject):
         for handle in list(self._running.values()):
             try:
                 handle.wait(timeout)
-            except Exception:  # the window is closing: a batch's error has nowhere to show
-                pass
+            except BaseException as e:
+                if e is not handle.error:  # an interrupt of this thread, not the batch's
+                    raise
+                # The window is closing: the batch's error (a SystemExit too) has nowhere to show.
         self._drain.stop()
         self._poll.stop()
 

@@ -4,10 +4,11 @@ by name with its own options model (`registry`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..models import TrajectoryItem, Usage
-from .registry import harness_class
+from .registry import HarnessClass, harness_class
 
 if TYPE_CHECKING:  # engine.config imports the registry: kept light, and free of a cycle
     from ..config import Variant
@@ -47,6 +48,12 @@ class Harness(Protocol):
                  on_item: OnItem) -> TurnOutput: ...
 
 
+@cache
+def _class_of(name: str) -> HarnessClass:
+    # Once per name: finding a plugin's class scans every installed package's entry points.
+    return harness_class(name)
+
+
 def make_harness(variant: Variant) -> Harness:
     """A fresh harness for one trial, from the options its variant was validated with."""
-    return harness_class(variant.harness)(variant.options)
+    return _class_of(variant.harness)(variant.options)

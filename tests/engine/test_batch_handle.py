@@ -4,7 +4,11 @@ summary or re-raises the batch's error, listeners hear its events, and `cancel` 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -19,6 +23,7 @@ def waits(c):
     c.send("go")
 """
 FINISHES = "echo '{\"type\":\"finished\",\"reason\":\"done\"}'"
+ONE_AT_A_TIME = DEFAULT_TOML.replace("concurrency = 2", "concurrency = 1")
 UNREACHABLE_HOST = DEFAULT_TOML + '\n[[hosts]]\nurl = "tcp://127.0.0.1:1"\n'  # refused on loopback
 
 
@@ -104,3 +109,101 @@ def test_cancel_ends_running_trials_as_infra_error(suite, start):
     assert ended == {first: ("infra_error", "cancelled by the test"),
                      second: ("infra_error", "cancelled with the batch")}
     assert {e.trial_id for e in finished} == {first, second}
+
+
+def test_a_listener_can_leave_and_one_added_after_the_end_is_told_so(suite, start):
+    """`listen` hands back the way to stop listening, or None once the batch has sent its
+    last event (a listener added then would wait for events that never come)."""
+    handle = start(suite(AGENT.format(trials=1, agent="sleep 2; " + FINISHES)))
+    stayed: list = []
+    left: list = []
+    assert callable(handle.listen(stayed.append))
+    leave = handle.listen(left.append)
+    assert callable(leave)
+    deadline = time.monotonic() + 60
+    while not any(isinstance(e, PhaseStarted) for e in left):  # the trial is under way
+        assert time.monotonic() < deadline and not handle.done, "no phase started"
+        time.sleep(0.02)
+    leave()
+    summary = handle.wait(timeout=60)
+    assert summary is not None and summary.status == "finished"
+    assert isinstance(stayed[-1], BatchFinished) and any(isinstance(e, TrialFinished) for e in stayed)
+    assert not any(isinstance(e, (TrialFinished, BatchFinished)) for e in left), "it left before the end"
+    assert handle.listen(stayed.append) is None, "the batch has ended: nothing more will be heard"
+
+
+RUN_AND_WAIT = """
+import sys
+from pathlib import Path
+
+from engine.batch import BatchPlan, Engine
+from engine.config import find_config, load_config
+from engine.events import BatchStarted, PhaseStarted
+from engine.sandbox.client import connect
+from engine.spec import load_cases
+from engine.store import Store
+
+path, db = Path(sys.argv[1]), Path(sys.argv[2])
+config = load_config(find_config(path))
+plan = BatchPlan(cases=load_cases([path]), variants=config.variants, config=config, trigger="api")
+store = Store(db)
+
+
+def sink(event):
+    if isinstance(event, BatchStarted):
+        print("batch", event.batch_id, flush=True)
+    if isinstance(event, PhaseStarted) and event.phase == "turn":
+        print("in turn", flush=True)
+
+
+try:
+    Engine(store, connect()).run(plan, sink)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+finally:
+    store.close()
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_scripts_run_stops_the_batch_and_closes_it(suite, tmp_path, docker_client):
+    """`Engine.run` from a script: Ctrl-C while it waits stops the batch (the running trial
+    void, the rest skipped, its containers gone) before the KeyboardInterrupt reaches the
+    script, which then ends at once instead of leaving the batch running unattended."""
+    from engine.store import Store
+
+    path = suite(AGENT.format(trials=3, agent="sleep 60"), toml=ONE_AT_A_TIME)
+    db = tmp_path / "script.db"
+    process = subprocess.Popen([sys.executable, "-c", RUN_AND_WAIT, str(path), str(db)], text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
+    batch_id = None
+    try:
+        deadline = time.monotonic() + 60
+        while "in turn\n" not in lines:
+            assert process.poll() is None, "".join(lines) + process.stderr.read()
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        batch_id = lines[0].split()[1]
+        time.sleep(0.5)  # the agent sleeps in its turn
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0, process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if batch_id is not None:
+            for left in docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch_id}"}):
+                left.remove(force=True)
+    assert lines[-1] == "interrupted\n", "".join(lines)
+    store = Store(db)
+    try:
+        summary = store.batch_summary(batch_id)
+    finally:
+        store.close()
+    assert summary.status == "interrupted"
+    trials = summary.runs[0].trials
+    assert [t.outcome for t in trials] == ["infra_error", "skipped", "skipped"]
+    assert "interrupted" in trials[0].failure.reason
+    assert docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch_id}"}) == []

@@ -168,6 +168,9 @@ def test_a_harness_that_is_no_name_is_one_line(tmp_path, value):
 
 PLUGIN = '''
 """A harness from another package: the command protocol under its own name and option."""
+from pydantic import field_validator
+from pydantic_core import PydanticCustomError
+
 from engine.harness.command import CommandHarness
 from engine.harness.registry import HarnessOptions
 
@@ -178,6 +181,23 @@ class ScriptHarness(CommandHarness):
 
     def __init__(self, options: Options):
         super().__init__(CommandHarness.Options(command=f"sh {options.script}"))
+
+
+class CheckedHarness(ScriptHarness):
+    """Its options raise PydanticCustomError: a type of its own, and pydantic's without its context."""
+
+    class Options(HarnessOptions):
+        script: str
+
+        @field_validator("script")
+        @classmethod
+        def _shell(cls, v: str) -> str:
+            if not v:  # pydantic's own type, without the context pydantic gives it
+                raise PydanticCustomError("value_error", "must name a script")
+            if not v.endswith(".sh"):
+                raise PydanticCustomError("not_a_script", "must name a .sh file, as {what} does not",
+                                          {"what": "this"})
+            return v
 
 
 class NoOptions:
@@ -196,6 +216,7 @@ def plugin(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         "[proctor.harnesses]\n"
         "script = proctor_script_harness:ScriptHarness\n"
+        "checked = proctor_script_harness:CheckedHarness\n"
         "optionless = proctor_script_harness:NoOptions\n"
         "gone = proctor_script_harness_gone:Harness\n"
         "command = proctor_script_harness:ScriptHarness\n")  # a built-in's name is not taken over
@@ -205,7 +226,7 @@ def plugin(tmp_path, monkeypatch):
 
 
 def test_a_registered_harness_is_listed_and_validates_its_own_options(plugin, tmp_path):
-    assert harness_names() == ["command", "mini", "gone", "optionless", "script"]
+    assert harness_names() == ["command", "mini", "checked", "gone", "optionless", "script"]
     assert harness_class("command") is CommandHarness
     path = write(tmp_path, """
         [[variants]]
@@ -222,7 +243,7 @@ def test_a_registered_harness_is_listed_and_validates_its_own_options(plugin, tm
                                   "option of the script harness (its options: script)")
     path = second(tmp_path, 'harness = "scrpt"')
     assert config_error(path) == (f"{path}:{line_of(path, 'harness', 2)}: variants[1].harness must be "
-                                  "'command', 'mini', 'gone', 'optionless' or 'script', not 'scrpt'")
+                                  "'command', 'mini', 'checked', 'gone', 'optionless' or 'script', not 'scrpt'")
 
 
 @pytest.mark.parametrize(("name", "why"), [
@@ -233,6 +254,33 @@ def test_a_registered_harness_is_listed_and_validates_its_own_options(plugin, tm
 def test_a_registered_harness_that_cannot_load_is_one_line(plugin, tmp_path, name, why):
     path = second(tmp_path, f'harness = "{name}"')
     assert config_error(path) == f"{path}:{line_of(path, 'harness', 2)}: variants[1].harness {why}"
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("run.txt", "is wrong: must name a .sh file, as this does not, not 'run.txt'"),
+    ("", "must name a script"),
+])
+def test_a_plugin_options_custom_error_is_one_line_at_its_key(plugin, tmp_path, value, says):
+    path = second(tmp_path, f'harness = "checked"\nscript = "{value}"')
+    assert config_error(path) == f"{path}:{line_of(path, 'script =')}: variants[1].script {says}"
+
+
+def test_a_plugin_harness_is_looked_up_once_not_for_every_trial(plugin, tmp_path, monkeypatch):
+    """Finding a plugin scans every installed package's entry points: once, not per trial."""
+    from engine.harness import registry
+
+    [variant] = load_config(write(tmp_path, """
+        [[variants]]
+        name = "plugged"
+        harness = "script"
+        script = "run.sh"
+    """)).variants
+    scans: list[str] = []
+    scan = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda **kw: scans.append(kw["group"]) or scan(**kw))
+    harnesses = [make_harness(variant) for _ in range(3)]
+    assert [type(h).__name__ for h in harnesses] == ["ScriptHarness"] * 3
+    assert len(scans) <= 1, scans
 
 
 @pytest.mark.slow

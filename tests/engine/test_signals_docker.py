@@ -1,19 +1,22 @@
 """SIGTERM and SIGHUP stop `proctor run` as Ctrl-C does: exit 130, the batch closed as
 interrupted, running trials stopped and their containers and gateways removed, the
 trials it never reached skipped. `timeout`, CI cancels and a system shutdown send them.
+A signal while the batch is still being planned starts no trial: every one is skipped.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.engine.test_cli import BASE_IMAGE, interrupt, start_run, write_suite
+from tests.engine.test_cli import BASE_IMAGE, cli_env, interrupt, proctor, start_run, write_suite
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +78,43 @@ def test_a_signal_stops_the_batch_like_ctrl_c(tmp_path, docker_client, signum):
         all=True, filters={"label": ["proctor=1", f"proctor.batch={batch['batch_id']}"]})
     assert left == [], "the stopped batch left containers behind"
     assert gateway_folders() <= folders_before, "the stopped batch left gateway folders behind"
+
+
+# `proctor run`, its planning slowed and a real signal sent from inside it: a big batch
+# writes one row per trial before it starts, and a Ctrl-C may come meanwhile.
+SIGNAL_WHILE_PLANNING = """
+import os
+import signal
+import sys
+
+from engine import cli
+from engine.store import Store
+
+create_trial = Store.create_trial
+
+
+def create_then_signal(self, record, owner):
+    create_trial(self, record, owner)
+    if record.trial == 2:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+
+
+Store.create_trial = create_then_signal
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_batch_is_planned_skips_every_trial(tmp_path, docker_client, signum):
+    path = write_suite(tmp_path / "suite", SLEEPER.replace("trials=3", "trials=6"), toml=SLEEPER_TOML)
+    store = tmp_path / "proctor.db"
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_PLANNING, signum.name,
+                           "run", str(path), "--store", str(store)],
+                          capture_output=True, text=True, timeout=120, env=cli_env(), cwd=tmp_path)
+    assert done.returncode == 130, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "interrupted" in done.stderr, done.stderr
+    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
+    assert batch["status"] == "interrupted"
+    assert [t["outcome"] for t in batch["runs"][0]["trials"]] == ["skipped"] * 6, "a trial started"
+    left = docker_client.containers.list(all=True, filters={"label": f"proctor.batch={batch['batch_id']}"})
+    assert left == []

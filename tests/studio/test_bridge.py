@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from engine.events import BatchFinished, Event
+from engine.events import BatchFinished, Event, TrialFinished
 from tests.engine.test_batch_handle import AGENT, FINISHES, UNREACHABLE_HOST, plan_of
 
 EVENT_TYPES = get_args(get_args(Event)[0])  # the classes of the one union
@@ -58,3 +58,39 @@ def test_a_batch_that_fails_ends_with_its_error(docker_client, bridge, qtbot, su
     assert finished.args[0] == batch_id
     assert "DockerUnavailable" in finished.args[1] and "tcp://127.0.0.1:1" in finished.args[1]
     assert [item for item in bridge._queue.seen if not isinstance(item, EVENT_TYPES)] == []
+
+
+class ExitingQueue(WatchedQueue):
+    """A sink that ends its batch's thread with SystemExit (as a plugin's `sys.exit` would)."""
+
+    def put(self, item, block=True, timeout=None):
+        if isinstance(item, TrialFinished):
+            raise SystemExit(3)
+        super().put(item, block, timeout)
+
+
+def test_closing_after_a_batch_thread_exited_raises_nothing(docker_client, bridge, suite):
+    bridge._queue = ExitingQueue()
+    bridge._drain.stop()  # the ended batch stays in `_running` for shutdown to wait on
+    batch_id = bridge.start_batch(plan_of(suite(AGENT.format(trials=1, agent=FINISHES))))
+    handle = bridge._running[batch_id]
+    with pytest.raises(SystemExit):
+        handle.wait(60)
+    bridge.shutdown()  # as the window's closeEvent does: the batch's own error stays there
+
+
+def test_an_interrupt_of_the_closing_window_itself_still_raises(docker_client, bridge, suite):
+    """Only the batch's own error is swallowed: a Ctrl-C of the GUI thread during the wait is not."""
+    batch_id = bridge.start_batch(plan_of(suite(AGENT.format(trials=1, agent="sleep 30"))))
+    handle = bridge._running[batch_id]
+    real_wait = handle.wait
+
+    def interrupted(timeout=None):
+        raise KeyboardInterrupt
+
+    handle.wait = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bridge.shutdown()
+    finally:
+        handle.wait = real_wait
