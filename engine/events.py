@@ -27,6 +27,10 @@ class _TrialEvent(_Event):
     case_id: str
     variant: str
     trial: int
+    # Its place among the trial's events, 1, 2, … in the order the Recorder emitted them (0:
+    # unnumbered, as events stored before numbering read): so a reader of both the store and
+    # the live stream tells which events it already has.
+    n: int = 0
 
 
 class BatchStarted(_Event):

@@ -52,6 +52,9 @@ class Recorder:
         self.t0 = time.monotonic() if since is None else since
         self.t0_epoch_ms = now_ms() - int((time.monotonic() - self.t0) * 1000)
         self.lock = threading.Lock()
+        # Numbers each event and hands it on in one step, so numbers follow the order events leave.
+        self._emit_lock = threading.Lock()
+        self._emitted = 0
         # Threads whose late writes are dropped: an eval body abandoned after the timeout.
         self.muted: set[int] = set()
         self._items_in_turn: dict[int, int] = {}
@@ -72,9 +75,13 @@ class Recorder:
                 "variant": r.variant, "trial": r.trial}
 
     def emit(self, event) -> None:
-        if not self.closed:
-            # clean: a lone surrogate in any text (an exception's message) would fail the write.
-            self.sink(limits.clean(limits.redact(self.redactor, event)))
+        if self.closed:
+            return
+        # clean: a lone surrogate in any text (an exception's message) would fail the write.
+        event = limits.clean(limits.redact(self.redactor, event))
+        with self._emit_lock:
+            self._emitted += 1
+            self.sink(event.model_copy(update={"n": self._emitted}))
 
     # --- the record, written from the body thread ---------------------------------
 

@@ -29,11 +29,12 @@ from PySide6.QtWidgets import (
 )
 
 from engine.batch import BatchPlan
+from engine.events import Event
 from engine.models import TrialRecord
 from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
 from engine.store import Store, StoreError, default_store_path
-from engine.store.browse import batch_spans
+from engine.store.browse import TrialSpans, batch_spans
 
 from . import theme
 from .bridge import EngineBridge
@@ -52,6 +53,11 @@ from .views.trajectory import TrajectoryView
 STORE_STATUS_MS = 5000
 DOCKER_POLL_S = 5.0
 STORE_WAIT_S = 5.0  # how long the studio waits, off the GUI thread, for the store to catch up
+GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
+# A finished trial whose record the store still lacks after that wait: looked for again this
+# many seconds later, each; then the banner says so.
+RECORD_RETRIES_S = (1.0, 2.0, 4.0)
+CATCH_UP_READS = 3  # reads of a running trial's events, when the store was behind the bridge
 
 
 @runtime_checkable
@@ -70,29 +76,42 @@ class SearchableView(RecordView, Protocol):
 
 @dataclass(frozen=True)
 class Tab:
-    """One tab: its `--view` name, its view, its key; whether the view follows running trials
-    (it takes the live-trials model) and whether it has a search of its own (else Ctrl+F
-    searches the browser)."""
+    """One tab: its `--view` name, its view (a QWidget), its key; whether the view follows
+    running trials (it takes the live-trials model)."""
 
     name: str
-    view: type[QWidget]
+    view: type[RecordView]
     shortcut: str
     live: bool = False
-    search: bool = False
+
+    @property
+    def search(self) -> bool:
+        """Whether its view has a search of its own (else Ctrl+F searches the browser)."""
+        return issubclass(self.view, SearchableView)
 
     def make(self, live: LiveTrials) -> QWidget:
-        return self.view(live) if self.live else self.view()
+        view = self.view(live) if self.live else self.view()  # type: ignore[call-arg]
+        assert isinstance(view, QWidget)
+        return view
 
 
 # The one table the window builds its tabs from; studio/cli.py's TABS names them, in order.
 TABS: tuple[Tab, ...] = (
     Tab("overview", OverviewView, "Ctrl+1"),
     Tab("timeline", TimelineView, "Ctrl+2", live=True),
-    Tab("trajectory", TrajectoryView, "Ctrl+3", live=True, search=True),
+    Tab("trajectory", TrajectoryView, "Ctrl+3", live=True),
     Tab("diff", DiffView, "Ctrl+4"),
     Tab("evidence", EvidenceView, "Ctrl+5"),
     Tab("egress", EgressView, "Ctrl+6"),
 )
+
+
+def _wait_for_writer(store: Store) -> None:
+    """Off the GUI thread: until our writer has committed what it holds, or STORE_WAIT_S."""
+    try:
+        store.flush(timeout=STORE_WAIT_S)
+    except StoreError:
+        pass  # a slow or failed writer: what it did commit is what the caller reads next
 
 
 class OffGuiThread(QObject):
@@ -230,6 +249,10 @@ class MainWindow(QMainWindow):
         # stalls the GUI thread for 100 ms in the middle of a live stream.
         gc.collect()
         gc.freeze()
+        # A typed event is about seven tracked objects: at 5,000 events a second, young
+        # collections at the default 700 ran 35 times a second on the engine's threads, and
+        # every hundredth walked all old objects holding the GIL: 20-40 ms the GUI stood still.
+        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
     # --- layout ---------------------------------------------------------------------
 
@@ -295,9 +318,11 @@ class MainWindow(QMainWindow):
             if self.live.outcome(trial_id) is not None:  # it ended before its record was stored
                 self._reload_when_stored(trial_id)
             elif (live := self.live.trial(trial_id)) is None or not live.watched:
-                # Its items so far are in the store; the live model follows it from there.
-                history = [event for _, event in self.store.events(trial_id=trial_id)]
-                self.live.watch(trial_id, history)
+                # Its events so far are in the store, all of them; the live model follows it
+                # from there, and adds what the bridge delivered that the store lacks yet.
+                history = list(self.store.trial_events(trial_id))
+                if not self.live.watch(trial_id, history).complete:
+                    self._catch_up(trial_id)
         self._show(record)
 
     def _show(self, record: TrialRecord) -> None:
@@ -321,23 +346,39 @@ class MainWindow(QMainWindow):
         view.show_record(self._record)
 
     def open_batch(self, batch_id: str) -> None:
-        """A batch: the timeline shows one row per trial, from the phases of its records only."""
+        """A batch: the timeline shows one row per trial, from the phases of its records only,
+        read off the GUI thread (a batch of thousands of trials reads for a while)."""
         self._select(None, batch_id)
         self._record = None
         try:
             summary = self.store.batch_summary(batch_id)
-            if summary is None:
-                return
-            damaged: list[str] = []  # the batch's other trials are still worth seeing
-            trials = batch_spans(self.store, summary.batch_id, damaged)
         except StoreError as e:
             self.show_error(str(e))
             return
-        self.timeline.show_batch(batch_rows(trials))
+        if summary is None:
+            return
         self.header.show_batch(summary)
-        if damaged:
-            more = f" ({len(damaged) - 1} more damaged records left out)" if len(damaged) > 1 else ""
-            self.show_error(damaged[0] + more)
+        store = self.store
+
+        def read() -> tuple[list[TrialSpans], list[str]]:
+            damaged: list[str] = []  # the batch's other trials are still worth seeing
+            return batch_spans(store, summary.batch_id, damaged), damaged
+
+        def show(result: tuple[list[TrialSpans], list[str]] | Exception) -> None:
+            if (self.selected_trial, self.selected_batch) != (None, batch_id):
+                return  # the user moved on meanwhile
+            if isinstance(result, StoreError):
+                self.show_error(str(result))
+                return
+            if isinstance(result, Exception):
+                raise result
+            trials, damaged = result
+            self.timeline.show_batch(batch_rows(trials))
+            if damaged:
+                more = f" ({len(damaged) - 1} more damaged records left out)" if len(damaged) > 1 else ""
+                self.show_error(damaged[0] + more)
+
+        self.off_gui.run(read, show)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:
         """A click on a timeline bar opens what it stands for: a turn's trajectory items,
@@ -361,28 +402,64 @@ class MainWindow(QMainWindow):
         if trial_id == self.selected_trial:
             self._reload_when_stored(trial_id)
 
-    def _reload_when_stored(self, trial_id: str) -> None:
+    def _reload_when_stored(self, trial_id: str, retries: tuple[float, ...] | None = None) -> None:
         """Show a finished trial's record once the store has it. Our own writer may still hold
         it (a skipped trial's record is queued, not waited for): that wait is made off the GUI
         thread. Another process commits a record before the event that says it finished."""
         store = self.store
+        retries = RECORD_RETRIES_S if retries is None else retries
 
         def wait() -> TrialRecord | None:
-            try:
-                store.flush(timeout=STORE_WAIT_S)
-            except StoreError:
-                pass  # a slow or failed writer: what it did commit is read below
+            _wait_for_writer(store)
             return store.get_trial(trial_id)
 
-        self.off_gui.run(wait, lambda result: self._on_record_stored(trial_id, result))
+        self.off_gui.run(wait, lambda result: self._on_record_stored(trial_id, result, retries))
 
-    def _on_record_stored(self, trial_id: str, result: TrialRecord | Exception | None) -> None:
+    def _on_record_stored(self, trial_id: str, result: TrialRecord | Exception | None,
+                          retries: tuple[float, ...]) -> None:
         if trial_id != self.selected_trial:
             return  # the user moved on meanwhile
+        finished = self.live.outcome(trial_id) is not None
         if isinstance(result, StoreError):
             self._show_damaged(trial_id, str(result))
-        elif isinstance(result, TrialRecord):
+        elif isinstance(result, TrialRecord) and (result.outcome is not None or not finished):
             self._show(result)
+        elif not finished:
+            return  # neither its record nor word that it finished: nothing to show
+        elif retries:  # it finished, yet the store still says it runs: a slow writer
+            QTimer.singleShot(int(retries[0] * 1000), self,
+                              lambda: self._look_again(trial_id, retries[1:]))
+        else:
+            self.show_error(f"Trial {trial_id} finished, but its record has not reached the store "
+                            f"{self.store.path}: select it again in a while, or check that the "
+                            "store's disk is not full.")
+
+    def _look_again(self, trial_id: str, retries: tuple[float, ...]) -> None:
+        if trial_id == self.selected_trial:
+            self._reload_when_stored(trial_id, retries)
+
+    def _catch_up(self, trial_id: str, reads: int = CATCH_UP_READS) -> None:
+        """The store lacked events of a running trial that the bridge delivered and the live
+        model has let go of (our writer was behind): read them again once the writer has
+        written what it holds, off the GUI thread, and show the trial from them."""
+        store = self.store
+
+        def read() -> tuple[TrialRecord | None, list[Event]]:
+            _wait_for_writer(store)
+            return store.get_trial(trial_id), list(store.trial_events(trial_id))
+
+        def show(result: tuple[TrialRecord | None, list[Event]] | Exception) -> None:
+            if trial_id != self.selected_trial or isinstance(result, Exception):
+                return  # the user moved on, or the store failed: what is shown stays
+            record, history = result
+            if record is None or record.outcome is not None or self.live.trial(trial_id) is None:
+                return  # it finished meanwhile: its record is shown as it comes
+            complete = self.live.watch(trial_id, history).complete
+            self._show(record)
+            if not complete and reads > 1:
+                self._catch_up(trial_id, reads - 1)
+
+        self.off_gui.run(read, show)
 
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
         self.browser.poll()

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+# The tab names again, as studio/app.py's TABS holds them (a test keeps the two alike):
+# `proctor --help` builds this parser, and the CLI must not import Qt to do it.
 TABS = ["overview", "timeline", "trajectory", "diff", "evidence", "egress"]
 VIEWS = ["browser", *TABS, "compare", "replay"]
 

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from sqlalchemy import Connection, text
+from sqlalchemy import exc as sa_exc
 
 from ..models import PhaseSpan
 from .store import Store, StoreError
@@ -391,20 +392,32 @@ class TrialSpans:
 _PHASES: TypeAdapter[list[PhaseSpan]] = TypeAdapter(list[PhaseSpan])
 
 
+_SPANS = """
+    SELECT t.id, t.case_id, t.variant, t.trial, t.outcome, t.started_at, {phases} AS phases
+    FROM trial t JOIN run r ON r.id = t.run_id
+    WHERE t.batch_id = :batch
+    ORDER BY r.position, r.id, t.trial, t.id"""
+_PHASES_OF = "json_extract(t.record, '$.phases')"
+
+
+def _span_rows(store: Store, batch_id: str) -> list[Any]:
+    """Each record parsed once by SQLite. A damaged one fails the whole statement: only then
+    is every record checked first (json_valid, a second parse), so the others still read."""
+    with _connection(store) as conn:
+        try:
+            return list(conn.execute(text(_SPANS.format(phases=_PHASES_OF)), {"batch": batch_id}))
+        except sa_exc.OperationalError:
+            checked = f"CASE WHEN json_valid(t.record) THEN {_PHASES_OF} END"
+            return list(conn.execute(text(_SPANS.format(phases=checked)), {"batch": batch_id}))
+
+
 def batch_spans(store: Store, batch_id: str, damaged: list[str] | None = None) -> list[TrialSpans]:
     """A batch's trials in run order with their phase spans, read out of the record JSON by
     SQLite; nothing else of a record is read or validated. A record that cannot be read is
     left out, with the sentence that says so in `damaged`."""
-    # json_valid first: json_extract on a damaged record would fail the whole statement.
-    sql = """
-        SELECT t.id, t.case_id, t.variant, t.trial, t.outcome, t.started_at,
-               CASE WHEN json_valid(t.record) THEN json_extract(t.record, '$.phases') END AS phases
-        FROM trial t JOIN run r ON r.id = t.run_id
-        WHERE t.batch_id = :batch
-        ORDER BY r.position, r.id, t.trial, t.id"""
     damaged = damaged if damaged is not None else []
     trials = []
-    for row in _rows(store, sql, {"batch": batch_id}):
+    for row in _span_rows(store, batch_id):
         try:
             if row.phases is not None:
                 phases = _PHASES.validate_json(row.phases)

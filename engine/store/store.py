@@ -42,6 +42,7 @@ BUSY_TIMEOUT_MS = 10_000  # another process (CLI and studio share a store) may h
 # leave a file that big behind; SQLite checkpoints every 1000 pages (4 MB) by itself.
 JOURNAL_SIZE_LIMIT = 4 << 20
 MAX_LIMIT = 2**62  # SQLite's LIMIT is a signed 64-bit integer
+EVENT_PAGE = 2_000  # events read at a time by trial_events
 
 # Upgrades from version N to N+1, run in order on open; none yet.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
@@ -160,6 +161,16 @@ def _readable(build: Callable[[], Any], what: str, damaged: list[str]) -> Any:
     except (ValidationError, TypeError, ValueError):
         damaged.append(what)
         return None
+
+
+def _parsed(rows: list[Any]) -> list[tuple[int, Event]]:
+    events = []
+    for seq, data in rows:
+        try:
+            events.append((seq, parse_event(data)))
+        except (ValidationError, ValueError, TypeError, RecursionError):
+            continue  # a damaged event row: the rest of the stream still plays
+    return events
 
 
 def _parse_version(value: Any) -> int | None:
@@ -533,6 +544,20 @@ class Store:
                exclude_batches: Collection[str] = ()) -> list[tuple[int, Event]]:
         """Events in order after `after_seq`; page with the last seq returned.
         `exclude_batches`: left out in SQL, so a reader never parses what it already has."""
+        return _parsed(self._event_rows(trial_id, batch_id, after_seq, limit, exclude_batches))
+
+    def trial_events(self, trial_id: str, page: int = EVENT_PAGE) -> Iterator[Event]:
+        """All of a trial's events in order, however many, read a page at a time."""
+        after_seq = 0
+        while True:
+            rows = self._event_rows(trial_id, None, after_seq, page, ())
+            yield from (event for _, event in _parsed(rows))
+            if len(rows) < page:
+                return
+            after_seq = rows[-1][0]  # a damaged row's seq too: it ends no page early
+
+    def _event_rows(self, trial_id: str | None, batch_id: str | None, after_seq: int, limit: int,
+                    exclude_batches: Collection[str]) -> list[Any]:
         stmt = select(EventRow.seq, EventRow.data).where(EventRow.seq > after_seq)
         if exclude_batches:
             stmt = stmt.where(EventRow.batch_id.not_in(list(exclude_batches)))  # type: ignore[attr-defined]
@@ -541,14 +566,7 @@ class Store:
         if batch_id is not None:
             stmt = stmt.where(EventRow.batch_id == batch_id)
         with self._read() as conn:
-            rows = conn.execute(stmt.order_by(EventRow.seq).limit(min(limit, MAX_LIMIT))).all()
-        events = []
-        for seq, data in rows:
-            try:
-                events.append((seq, parse_event(data)))
-            except (ValidationError, ValueError, TypeError, RecursionError):
-                continue  # a damaged event row: the rest of the stream still plays
-        return events
+            return list(conn.execute(stmt.order_by(EventRow.seq).limit(min(limit, MAX_LIMIT))).all())
 
     def unfinished_trials(self) -> list[tuple[str, str, str]]:
         """(trial_id, batch_id, owner) of every trial not done, for the sweep at start."""

@@ -118,13 +118,12 @@ class TrajectoryModel(QAbstractListModel):
                 self._add(item_row(len(self.rows), item))
         self.endResetModel()
 
-    def append_items(self, items: Iterable[TrajectoryItem | dict]) -> None:
+    def append_items(self, items: Iterable[TrajectoryItem]) -> None:
         """Live: new items at the end, with a header for each new turn, in one insert."""
         new: list[Row] = []
         last_turn = self.rows[-1].turn if self.rows else None
         headers = set(self._headers)
-        for raw in items:
-            item = raw if isinstance(raw, TrajectoryItem) else TrajectoryItem.model_validate(raw)
+        for item in items:
             if item.turn != last_turn and item.turn not in headers:
                 new.append(header_row(len(self.rows) + len(new), item.turn))
                 headers.add(item.turn)
@@ -180,9 +179,6 @@ class TrajectoryModel(QAbstractListModel):
         if role == TruncatedRole:
             return row.truncated
         return None
-
-    def header_row_of(self, turn: int) -> int | None:
-        return self._headers.get(turn)
 
     def rows_for_phase(self, phase: str, index: int | None) -> list[int]:
         """The rows a timeline span stands for: a turn's (or its diff's) header and items."""

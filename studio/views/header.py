@@ -48,8 +48,8 @@ class TrialHeader(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.show_record(None)
         if live is not None:
+            # On the clock only, 5 times a second, however many batches of events arrive.
             live.ticked.connect(self._show_clock)
-            live.spans_changed.connect(self._on_spans_changed)
             live.trial_finished.connect(self._on_trial_finished)
 
     def show_record(self, record: TrialRecord | None) -> None:
@@ -101,10 +101,6 @@ class TrialHeader(QWidget):
         if trial is not None:
             elapsed = trial.spans.now_ms(self.live.now_ms())
             self.show_live(*self._title, trial.spans.running_label, elapsed)
-
-    def _on_spans_changed(self, trial_id: str) -> None:
-        if trial_id == self._following:
-            self._show_clock()
 
     def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
         if trial_id == self._following:  # its record follows; until then, as it last was

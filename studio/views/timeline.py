@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen, QShowEvent
 from PySide6.QtWidgets import QToolTip, QVBoxLayout, QWidget
 
 from engine.models import TrialRecord
@@ -107,6 +107,7 @@ class TimelineView(QWidget):
         super().__init__(parent)
         self.live = live
         self._following: str | None = None  # the running trial shown, by id
+        self._stale = False  # its clock moved while the view was hidden
         self.axis = RowAxis(orientation="left")
         self.plot = pg.PlotWidget(axisItems={"left": self.axis})
         self.plot.setMouseTracking(True)
@@ -142,8 +143,8 @@ class TimelineView(QWidget):
         self.plot.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self._apply_palette()
         if live is not None:
+            # On the clock only, 5 times a second, however many batches of events arrive.
             live.ticked.connect(self._draw_live)
-            live.spans_changed.connect(self._on_spans_changed)
             live.trial_finished.connect(self._on_trial_finished)
 
     # --- what callers use -------------------------------------------------------------
@@ -157,7 +158,7 @@ class TimelineView(QWidget):
         running = record is not None and record.outcome is None and self.live is not None
         if running and self.live.trial(record.id) is not None:
             self._following = record.id
-            self._draw_live()
+            self._draw_following()
             return
         self.show_spans(spans_from_record(record) if record is not None else [])
 
@@ -206,14 +207,23 @@ class TimelineView(QWidget):
     # --- a running trial ---------------------------------------------------------------
 
     def _draw_live(self) -> None:
+        """On the clock: the running trial to now, unless another tab is current."""
+        if self.isHidden():
+            self._stale = self._following is not None  # drawn when it is shown again
+        else:
+            self._draw_following()
+
+    def _draw_following(self) -> None:
+        self._stale = False
         trial = self.live.trial(self._following) if self.live and self._following else None
         if trial is not None:
             now = trial.spans.now_ms(self.live.now_ms())
             self._draw("trial", _phase_rows(trial.spans.spans), now)
 
-    def _on_spans_changed(self, trial_id: str) -> None:
-        if trial_id == self._following:
-            self._draw_live()
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if self._stale:
+            self._draw_following()
 
     def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
         if trial_id == self._following:  # its record follows; until then, as it last was

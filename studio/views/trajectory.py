@@ -454,7 +454,7 @@ class TrajectoryView(QWidget):
             self._following = record.id
             self.append_items(trial.items)
 
-    def append_items(self, items: Iterable[TrajectoryItem | dict]) -> None:
+    def append_items(self, items: Iterable[TrajectoryItem]) -> None:
         """Live: new items at the end; the list follows them if it was at the bottom."""
         items = list(items)
         if not items:

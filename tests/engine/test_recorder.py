@@ -109,12 +109,36 @@ def test_an_item_event_is_stored_as_the_same_json_as_before():
     for stored in (STORED_TOOL_CALL, STORED_COMMAND):
         event = parse_event(stored)
         assert isinstance(event, PhaseProgress) and isinstance(event.item, TrajectoryItem)
-        assert event.model_dump_json() == stored  # same keys, same order: old stores still read
+        # Same keys, same order (and the number events carry now, 0: unnumbered): old stores still read.
+        assert event.n == 0 and event.model_dump_json(exclude={"n"}) == stored
     item = TrajectoryItem(kind="fileChange", turn=3, path="greet.py", change="add")
     event = PhaseProgress(batch_id="b", trial_id="t", case_id="c", variant="v", trial=1,
                           phase="turn", message="add greet.py", item=item)
     assert parse_event(event.model_dump_json()).item == item
     assert event.model_dump(mode="json")["item"] == item.to_json()
+
+
+def test_every_event_of_a_trial_is_numbered_in_the_order_it_reaches_the_sink():
+    """The studio folds a trial from its stored events and the bridge's without doubling
+    any: by these numbers, so they must follow the order the events were emitted in."""
+    rec, events = recorder()
+    gate = threading.Barrier(4)
+
+    def emit_many() -> None:
+        gate.wait()  # all four at once, as a body thread, a harness reader and the gateway may
+        for k in range(250):
+            rec.progress("turn", f"line {k}", index=1)
+
+    with rec.phase("turn", index=1):
+        threads = [threading.Thread(target=emit_many) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(events) == 1_002
+    assert [event.n for event in events] == list(range(1, 1_003))
+    assert parse_event(events[5].model_dump_json()).n == 6  # stored with its number
+    assert parse_event(STORED_COMMAND).n == 0  # stored before events were numbered: 0, unnumbered
 
 
 def test_a_progress_event_without_an_item_stays_without_one():

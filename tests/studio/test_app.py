@@ -128,17 +128,25 @@ def test_a_stored_trial_fills_every_view(recorded, make_window, qtbot):
     assert window.tabs.currentWidget() is window.evidence
 
 
-def test_a_batch_shows_one_timeline_row_per_trial_read_without_its_records(recorded, records, make_window):
+def test_a_batch_shows_one_timeline_row_per_trial_read_without_its_records(recorded, records, make_window,
+                                                                          qtbot, monkeypatch):
+    import studio.app
     from studio.views.timeline import batch_rows
 
     window = make_window(recorded.store_path)
     assert window.browser.select_id(recorded.batch_id)
-    read = []
+    read, on_gui = [], []
     get_trial = window.store.get_trial
     window.store.get_trial = lambda trial_id: read.append(trial_id) or get_trial(trial_id)
+    batch_spans = studio.app.batch_spans
+    monkeypatch.setattr(studio.app, "batch_spans", lambda *args: on_gui.append(
+        threading.current_thread() is threading.main_thread()) or batch_spans(*args))
+    window.timeline.show_spans([])
     window.open_batch(recorded.batch_id)
+    labels = [label for label, _ in batch_rows(list(records.values()))]
+    qtbot.waitUntil(lambda: window.timeline.row_labels == labels)
+    assert on_gui == [False], "the batch timeline is read off the GUI thread"
     assert read == [], "the batch timeline reads the phases only, never a whole record"
-    assert window.timeline.row_labels == [label for label, _ in batch_rows(list(records.values()))]
     assert [[(s.phase, s.start_ms, s.end_ms) for s in row.spans] for row in window.timeline._rows] == \
         [[(s.phase, s.start_ms, s.end_ms) for s in sorted(spans, key=lambda s: s.start_ms)]
          for _, spans in batch_rows(list(records.values()))]
@@ -155,6 +163,7 @@ def test_the_tabs_are_one_table_of_record_views(make_window, qtbot, tmp_path):
         view = window.tabs.widget(n)
         assert view is window.views[tab.name] and isinstance(view, RecordView)
         assert isinstance(view, SearchableView) == tab.search, tab.name
+    assert [tab.name for tab in TABS if tab.search] == ["trajectory"]
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow)
     window.show_view("trajectory")
@@ -190,6 +199,112 @@ def test_a_selected_trial_that_finishes_is_reloaded_without_the_gui_thread_waiti
     window.bridge.events.emit([TrialFinished(**ids, outcome="pass")])
     qtbot.waitUntil(lambda: "PASS" in window.header.outcome.text(), timeout=10_000)
     assert on_gui == [False], "the wait for the record was made off the GUI thread"
+
+
+def _running_trial_store(path, trial_id: str = "t_running01", batch_id: str = "b_running"):
+    """A store with one running trial and nothing of its events yet: (store, record, ids)."""
+    from engine.models import TrialRecord
+
+    record = TrialRecord(id=trial_id, batch_id=batch_id, run_id="r_0", case_id="writes_greet",
+                         variant="scripted", trial=1, trigger="studio")
+    store = Store(path)
+    store.create_batch(batch_id, "studio", "", "2026-11-29T17:40:47.120Z")
+    store.create_run("r_0", batch_id, "writes_greet", "scripted", 0)
+    store.create_trial(record, owner="")
+    store.mark_trial_running(record.id, "2026-11-29T17:40:47.120Z")
+    ids = dict(batch_id=batch_id, trial_id=record.id, case_id="writes_greet", variant="scripted", trial=1)
+    return store, record, ids
+
+
+def _numbered_events(ids: dict, items: int) -> list:
+    """A running trial's events as the Recorder numbers them: its start, turn 1, `items` commands."""
+    from engine.events import PhaseProgress, PhaseStarted, TrialStarted
+    from engine.models import TrajectoryItem
+
+    events = [TrialStarted(**ids, run_id="r_0", n=1), PhaseStarted(**ids, phase="turn", index=1, n=2)]
+    for k in range(1, items + 1):
+        item = TrajectoryItem(kind="command", turn=1, command=f"step {k}", exit_code=0, output="ok")
+        events.append(PhaseProgress(**ids, phase="turn", index=1, message=f"step {k}", item=item, n=k + 2))
+    return events
+
+
+def _commands(window, trial_id) -> list[str]:
+    return [item.command for item in window.live.trial(trial_id).items]
+
+
+def test_a_running_trial_is_followed_from_all_of_its_stored_events(make_window, qtbot, tmp_path):
+    """More events than one read of the store returns (10,000): every item, once."""
+    count = 10_050
+    store, record, ids = _running_trial_store(tmp_path / "long.db")
+    with store:
+        for event in _numbered_events(ids, count):
+            store.add_event(event)
+    window = make_window(tmp_path / "long.db")
+    assert window.browser.select_id(record.id)
+    qtbot.waitUntil(lambda: window.selected_trial == record.id)
+    assert _commands(window, record.id) == [f"step {k}" for k in range(1, count + 1)]
+    window.tabs.setCurrentWidget(window.trajectory)
+    assert window.trajectory.model.rowCount() == count + 1  # the turn's header and every item
+
+
+def test_a_store_behind_the_bridge_is_read_again_once_it_caught_up(make_window, qtbot, tmp_path):
+    """The bridge delivered more of a running trial than the live model keeps, while our writer
+    had committed only its start when it was selected: nothing is lost."""
+    from studio.models.live import RECENT_EVENTS
+
+    count = RECENT_EVENTS + 100
+    events = _numbered_events(_running_trial_store(tmp_path / "behind.db")[2], count)
+    store, record, _ = _running_trial_store(tmp_path / "unused.db")  # the same ids, for the record
+    store.close()
+    with Store(tmp_path / "behind.db") as store:
+        for event in events:
+            store.add_event(event)
+    window = make_window(tmp_path / "behind.db")
+    window.live.apply(events)  # delivered by the bridge
+    # What the click reads first: the trial's start only, as a writer far behind would have it.
+    trial_events = window.store.trial_events
+    reads: list[int] = []
+
+    def behind(trial_id, *args):
+        reads.append(len(reads))
+        stored = list(trial_events(trial_id, *args))
+        return stored[:2] if len(reads) == 1 else stored
+
+    window.store.trial_events = behind
+    assert window.browser.select_id(record.id)
+    qtbot.waitUntil(lambda: len(reads) == 2)  # read again, off the GUI thread
+    expected = [f"step {k}" for k in range(1, count + 1)]
+    qtbot.waitUntil(lambda: window.live.trial(record.id).complete)
+    assert _commands(window, record.id) == expected
+    window.tabs.setCurrentWidget(window.trajectory)
+    qtbot.waitUntil(lambda: window.trajectory.model.rowCount() == count + 1)
+
+
+def test_a_finished_trial_whose_record_is_late_is_looked_for_again(make_window, qtbot, tmp_path, monkeypatch):
+    """The store still says the trial runs after the wait for its writer: look again, and show
+    the sentence if its record never comes, never a header frozen on RUNNING."""
+    import studio.app
+    from engine.events import TrialFinished
+
+    monkeypatch.setattr(studio.app, "RECORD_RETRIES_S", (0.3, 0.3))
+    for name, saved in (("late", True), ("lost", False)):
+        store, record, ids = _running_trial_store(tmp_path / f"{name}.db", trial_id=f"t_{name}00001")
+        with store:
+            for event in _numbered_events(ids, 1):
+                store.add_event(event)
+        window = make_window(tmp_path / f"{name}.db")
+        assert window.browser.select_id(record.id)
+        qtbot.waitUntil(lambda: "RUNNING" in window.header.outcome.text())
+        window.bridge.events.emit([TrialFinished(**ids, outcome="pass", n=4)])  # no record yet
+        qtbot.wait(100)
+        if saved:  # after the first look, before the next
+            window.store.save_trial(record.model_copy(update=dict(outcome="pass")))
+            qtbot.waitUntil(lambda: "PASS" in window.header.outcome.text(), timeout=5_000)
+            assert not window.banner.isVisible()
+        else:
+            qtbot.waitUntil(window.banner.isVisible, timeout=5_000)
+            assert f"Trial {record.id} finished, but its record has not reached the store" in \
+                window.banner.text()
 
 
 def test_a_run_from_the_window_streams_live(docker_client, make_window, qtbot, tmp_path):
@@ -380,5 +495,6 @@ def test_a_damaged_record_shows_its_sentence_in_the_window(make_window, qtbot, t
     window.banner.hide()
     assert window.browser.select_id(batch_id)
     qtbot.waitUntil(lambda: window.selected_batch == batch_id)
-    assert len(window.timeline.row_labels) > 0  # the readable trial's rows
-    assert window.banner.isVisible() and sentence in window.banner.text()
+    qtbot.waitUntil(lambda: len(window.timeline.row_labels) > 0)  # the readable trial's rows
+    qtbot.waitUntil(window.banner.isVisible)
+    assert sentence in window.banner.text()

@@ -9,7 +9,7 @@ from engine.events import PhaseEnded, PhaseProgress, PhaseStarted, TrialFinished
 from engine.models import TrajectoryItem, TrialRecord
 from engine.store import Store
 from studio.models.browser import COLUMN
-from studio.models.live import LiveTrials
+from studio.models.live import RECENT_EVENTS, LiveTrials
 
 T0 = 1_764_000_000_000  # epoch ms
 
@@ -29,7 +29,8 @@ def events_of(trial_id: str, items: int = 3, finish: bool = True, n: int = 1) ->
     if finish:
         events += [PhaseEnded(**ids, phase="turn", index=1, status="ok", duration_ms=90, at=T0 + 110),
                    TrialFinished(**ids, outcome="pass", at=T0 + 120)]
-    return events
+    # Numbered 1, 2, … as the Recorder stamps them when it emits.
+    return [event.model_copy(update={"n": k}) for k, event in enumerate(events, 1)]
 
 
 def commands(items) -> list[str]:
@@ -78,11 +79,12 @@ def test_watching_takes_the_stored_items_once_whether_the_store_is_ahead_or_behi
     events = events_of("t_1", items=5, finish=False)
     stored_items = ["step 1", "step 2", "step 3", "step 4", "step 5"]
 
-    # The store is ahead of the bridge: what the bridge has not delivered yet comes from it later.
+    # The store is ahead of the bridge: all of it from the store now, and the bridge's late
+    # delivery of the same events folds nothing twice.
     live = LiveTrials()
     live.apply(events[:6])  # up to step 2
     live.watch("t_1", history=events)
-    assert commands(live.trial("t_1").items) == ["step 1", "step 2"]
+    assert commands(live.trial("t_1").items) == stored_items
     live.apply(events[6:])
     assert commands(live.trial("t_1").items) == stored_items
 
@@ -101,6 +103,95 @@ def test_watching_takes_the_stored_items_once_whether_the_store_is_ahead_or_behi
 
     live.unwatch("t_1")
     assert live.trial("t_1").items is None
+
+
+def spans_of(trial) -> list[tuple[str, bool]]:
+    return [(s.phase, s.end_ms is None) for s in trial.spans.spans]
+
+
+def test_a_trial_watched_mid_stream_folds_each_event_once():
+    """The store read at the click already holds events the bridge delivers only later."""
+    events = events_of("t_1", items=5, finish=False)  # 0 start, 1-2 image, 3 turn, 4-8 steps 1-5
+    live = LiveTrials()
+    live.apply(events[5:7])  # the model began listening at step 2
+    live.watch("t_1", history=events)
+    live.apply(events[7:])  # steps 4 and 5, already folded from the store
+    assert commands(live.trial("t_1").items) == ["step 1", "step 2", "step 3", "step 4", "step 5"]
+
+    # Phases the bridge delivers again after the store had them leave no second span open.
+    events = events_of("t_2", items=2)
+    live.apply(events[1:3])  # the image's start and end: joined mid-trial
+    live.watch("t_2", history=events[:6])  # the store holds up to step 2
+    live.apply(events[3:-1])  # the bridge: the turn's start (again), its steps, its end
+    trial = live.trial("t_2")
+    assert spans_of(trial) == [("image", False), ("turn", False)]
+    assert commands(trial.items) == ["step 1", "step 2"] and trial.spans.running_label == "starting"
+
+
+def test_a_rewatched_trial_keeps_what_arrived_while_it_was_watched():
+    events = events_of("t_1", items=5, finish=False)
+    live = LiveTrials()
+    live.apply(events[:5])  # up to step 1
+    live.watch("t_1", history=events[:5])
+    live.apply(events[5:8])  # steps 2-4 while watched
+    live.unwatch("t_1")
+    assert live.trial("t_1").items is None
+    live.watch("t_1", history=events[:5])  # the store is still behind
+    live.apply(events[8:])
+    assert commands(live.trial("t_1").items) == ["step 1", "step 2", "step 3", "step 4", "step 5"]
+
+
+def test_a_store_far_behind_the_bridge_is_caught_up_on_and_memory_stays_bounded():
+    count = RECENT_EVENTS - 8
+    events = events_of("t_1", items=count, finish=False)
+    expected = [f"step {k}" for k in range(1, count + 1)]
+    live = LiveTrials()
+    live.apply(events)  # delivered, while the store holds only the start
+    trial = live.watch("t_1", history=events[:4])
+    assert trial.complete and commands(trial.items) == expected
+    assert spans_of(trial) == [("image", False), ("turn", True)]
+
+    # Further behind than the model keeps for an unwatched trial: it says so, keeps all that
+    # arrives meanwhile, and a watch again once the store caught up is exact.
+    live, many = LiveTrials(), events_of("t_2", items=RECENT_EVENTS * 4, finish=False)
+    first, later = many[:RECENT_EVENTS + 50], many[RECENT_EVENTS + 50:]
+    live.apply(first)
+    assert len(live.trial("t_2").recent) <= RECENT_EVENTS, "an unwatched trial keeps a bounded tail"
+    assert not live.watch("t_2", history=first[:4]).complete
+    live.apply(later)  # more than that tail, while the store catches up with `first`
+    trial = live.watch("t_2", history=first)
+    assert trial.complete and commands(trial.items) == [f"step {k}" for k in range(1, RECENT_EVENTS * 4 + 1)]
+    assert len(trial.recent) <= RECENT_EVENTS
+
+    live.apply(events_of("t_3", items=RECENT_EVENTS * 2, finish=False))
+    assert not live.watch("t_3").complete
+    live.apply(events_of("t_3", items=RECENT_EVENTS * 4, finish=False)[-RECENT_EVENTS * 2:])
+    live.unwatch("t_3")  # no view shows it any more: a bounded tail again
+    assert len(live.trial("t_3").recent) <= RECENT_EVENTS
+
+
+def test_a_stored_history_is_read_whole_a_page_at_a_time_past_damaged_rows(tmp_path):
+    import sqlite3
+
+    events = events_of("t_1", items=7)  # 13 events
+    with Store(tmp_path / "history.db") as store:
+        for event in events:
+            store.add_event(event)
+    with sqlite3.connect(tmp_path / "history.db") as conn:  # the last row of the first page
+        conn.execute("UPDATE event SET json = '{broken' WHERE seq = (SELECT seq FROM event "
+                     "ORDER BY seq LIMIT 1 OFFSET 2)")
+    conn.close()
+    with Store(tmp_path / "history.db") as store:
+        read = list(store.trial_events("t_1", page=3))
+    assert [e.n for e in read] == [e.n for e in events if e.n != 3]
+
+
+def test_unnumbered_events_of_an_earlier_store_still_fold():
+    events = [event.model_copy(update={"n": 0}) for event in events_of("t_1", items=3)]
+    live = LiveTrials()
+    trial = live.watch("t_1", history=events[:5])
+    live.apply(events[5:])
+    assert commands(trial.items) == ["step 1", "step 2", "step 3"] and live.outcome("t_1") == "pass"
 
 
 def test_the_clock_ticks_only_while_a_watched_trial_runs(qtbot):
@@ -134,6 +225,7 @@ def test_subscribed_views_show_the_running_phase_and_items(qtbot, tmp_path):
         header, timeline, trajectory = TrialHeader(live), TimelineView(live), TrajectoryView(live)
         for widget in (panel, header, timeline, trajectory):
             qtbot.addWidget(widget)
+        timeline.show()  # a hidden timeline waits for its tab to be shown to draw
         panel.expand(panel.model.index_of("run", "r_live"))
         row = panel.model.index_of("trial", "t_1")
 
@@ -147,11 +239,18 @@ def test_subscribed_views_show_the_running_phase_and_items(qtbot, tmp_path):
         assert header.reason.full_text().startswith("image ·")
         assert timeline.row_labels == ["image"] and trajectory.model.rowCount() == 0
 
-        live.apply(events[2:-2])  # the image ends, turn 1 starts, three commands
-        assert browser_text().startswith("● turn")
-        assert header.reason.full_text().startswith("turn 1 ·") and "RUNNING" in header.outcome.text()
-        assert timeline.row_labels == ["image", "turn"]
-        qtbot.waitUntil(lambda: trajectory.model.rowCount() == 4)  # on the clock: a header + 3 items
+        # The image ends, turn 1 starts, three commands: in many batches, as the bridge drains
+        # them. The browser's row says so at once; the views redraw on the clock, not per batch.
+        drawn: list[str] = []
+        header.show_live = lambda *args, show=header.show_live: drawn.append("header") or show(*args)
+        timeline._draw = lambda *args, draw=timeline._draw: drawn.append("timeline") or draw(*args)
+        for event in events[2:-2]:
+            live.apply([event])
+        assert browser_text().startswith("● turn") and drawn == []
+        qtbot.waitUntil(lambda: header.reason.full_text().startswith("turn 1 ·"))
+        assert "RUNNING" in header.outcome.text()
+        qtbot.waitUntil(lambda: timeline.row_labels == ["image", "turn"])
+        qtbot.waitUntil(lambda: trajectory.model.rowCount() == 4)  # a header + 3 items
         assert [trajectory.model.index(r).data() for r in range(4)] == \
             ["Turn 1", "$ step 1  → exit 0", "$ step 2  → exit 0", "$ step 3  → exit 0"]
 

@@ -117,7 +117,7 @@ def test_clicking_a_long_output_unfolds_it(view, records, qtbot):
 
 
 def test_live_items_arrive_under_new_turn_headers(view):
-    view.model.append_items([{"kind": "message", "turn": 1, "text": "hello", "role": "assistant"}])
+    view.model.append_items([TrajectoryItem(kind="message", turn=1, text="hello", role="assistant")])
     view.model.append_items([TrajectoryItem(kind="command", turn=2, command="ls", exit_code=0, output="a")])
     assert shown_kinds(view) == [HEADER, "message", HEADER, "command"]
     view.update_turn(TurnRecord(index=2, prompt="list files", status="completed", ms=900))
