@@ -1,4 +1,4 @@
-"""`proctor …`: run, ls, show, cleanup.
+"""`proctor …`: run, ls, show, replay, cleanup.
 
 Exit status: 0 every scored trial passed; 1 a trial failed; 3 infra errors and
 no failures; 2 a usage or eval-file error; 130 interrupted.
@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from importlib.metadata import entry_points
@@ -22,6 +23,7 @@ from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
 from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
 from .models import BatchSummary
+from .replay import delays, replay_events
 from .text import fmt_ms
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
@@ -93,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("trial_id")
     show.add_argument("--json", action="store_true")
 
+    replay = command("replay", cmd_replay, "print a stored trial's `run -v` lines again, at their recorded pace")
+    replay.add_argument("trial_id")
+    replay.add_argument("--speed", type=_speed, default=1.0,
+                        help="N times the recorded pace (default 1); 0 or `max`: no waiting")
+
     # Commands other packages add (the studio), found by entry point so the engine imports none of them.
     for entry in entry_points(group="proctor.commands"):
         entry.load()(sub)
@@ -119,6 +126,19 @@ def _whole(most: int | None = None) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be at most {most:,}, not {shown(text)}")
         return value
     return parse
+
+
+def _speed(text: str) -> float:
+    """An argparse type: a replay speed, a number of 0 or more, or `max` (as fast as possible)."""
+    if text.strip().lower() == "max":
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is neither a number nor `max`") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 (`max`) or more, not {shown(text)}")
+    return value
 
 
 def _open_store(args: argparse.Namespace) -> Store:
@@ -371,6 +391,25 @@ def _record_lines(data: dict[str, Any], trial_id: str) -> list[str]:
     for v in items(data.get("validations")):
         lines.append(f"  {text(v, 'kind'):<8} {text(v, 'status'):<7} {text(v, 'name')}")
     return lines
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    try:
+        events = replay_events(store, args.trial_id)
+    finally:
+        store.close()
+    if events is None:
+        raise UserError(f"no trial {args.trial_id} in {store.path}")
+    printer = _Printer(verbose=True, quiet=False)  # the very lines `run -v` printed
+    with _StopSignals():  # Ctrl-C, SIGTERM, SIGHUP: exit 130 without a traceback
+        for wait, event in zip(delays(events, args.speed), events):
+            if printer.quiet:  # the reader went away (`| head`, a closed terminal)
+                break
+            if wait:
+                time.sleep(wait)
+            printer(event)
+    return EXIT_OK
 
 
 def _is_int(value: Any) -> bool:
