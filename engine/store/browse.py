@@ -14,6 +14,7 @@ rate over "only the failures" would say nothing.
 from __future__ import annotations
 
 import json
+import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal, NamedTuple, get_args
@@ -23,7 +24,9 @@ from sqlalchemy import Connection, text
 from sqlalchemy import exc as sa_exc
 
 from ..models import PhaseSpan
+from ..models import Distribution, TrialSummary, distribution
 from .store import Store, StoreError
+from .store import _readable, _trial_summary  # the rows read as batch_summary reads them
 
 SortKey = Literal["name", "outcome", "pass_rate", "deterministic", "commands", "duration",
                   "tokens", "trigger", "started"]
@@ -492,3 +495,69 @@ def change_stamp(source: Source) -> tuple[Any, ...]:
                     (SELECT max(rowid) FROM trial),
                     (SELECT count(*) FROM trial WHERE status IN ('queued', 'running'))"""
     return tuple(_rows(source, sql, {})[0])
+
+
+# -- a batch's run grid --------------------------------------------------------------
+
+class GridCell(BaseModel):
+    """One case under one variant in a batch: its trials, their distribution by SPEC.md's rules
+    (models.distribution: void and skipped trials never count), and their median time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    case_id: str
+    variant: str
+    run_ids: list[str]  # one as a batch plans it; a store that holds two shows them as one cell
+    distribution: Distribution
+    skipped: int
+    running: int  # queued or running: no outcome yet
+    median_ms: int | None  # over scored trials, as the command counts are
+    trials: list[TrialSummary]  # in trial order
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.distribution.pass_rate
+
+    @property
+    def deterministic(self) -> bool:
+        return self.distribution.deterministic
+
+    def first(self, outcome: str) -> TrialSummary | None:
+        """The lowest-numbered trial with this outcome."""
+        return next((t for t in self.trials if t.outcome == outcome), None)
+
+
+_GRID = """
+    SELECT r.id AS run_id, r.case_id, r.variant, t.id, t.trial, t.outcome, t.failure_kind,
+           t.failure_reason, t.failure_where, t.command_count, t.duration_ms
+    FROM run r LEFT JOIN trial t ON t.run_id = r.id
+    WHERE r.batch_id = :batch
+    ORDER BY r.position, r.id, t.trial, t.id"""
+
+
+def run_grid(source: Source, batch_id: str, damaged: list[str] | None = None) -> list[GridCell]:
+    """A batch's case × variant cells, in the order its runs were planned. One statement over
+    the trial table's short columns (never its record JSON); a planned run with no trial yet
+    is a cell with none. A trial row that does not read is left out and named in `damaged`,
+    as batch_summary leaves it out."""
+    damaged = damaged if damaged is not None else []
+    runs: dict[tuple[str, str], tuple[list[str], list[TrialSummary]]] = {}
+    for row in _rows(source, _GRID, {"batch": batch_id}):
+        run_ids, trials = runs.setdefault((row.case_id, row.variant), ([], []))
+        if row.run_id not in run_ids:
+            run_ids.append(row.run_id)
+        if row.id is not None and (trial := _readable(lambda: _trial_summary(row),
+                                                       f"trial {row.id}", damaged)):
+            trials.append(trial)
+    cells = []
+    for (case_id, variant), (run_ids, trials) in runs.items():
+        trials.sort(key=lambda t: (t.trial, t.id))  # two runs in one cell interleave
+        times = [t.duration_ms for t in trials
+                 if t.outcome in ("pass", "fail") and t.duration_ms is not None]
+        cells.append(GridCell(
+            case_id=case_id, variant=variant, run_ids=run_ids, distribution=distribution(trials),
+            skipped=sum(t.outcome == "skipped" for t in trials),
+            running=sum(t.outcome is None for t in trials),
+            median_ms=round(statistics.median(times)) if times else None,
+            trials=trials))
+    return cells

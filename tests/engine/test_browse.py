@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from engine.store.browse import (
     SORT_KEYS, BrowseFilter, Sort, batches_page, count_batches, filter_options, runs_of, trial_item,
     trials_of,
 )
+from engine.store.browse import run_grid
 from tests.make_store import make_store
 
 REASONS = {"assertion": "python3 -m pytest -q exited 1", "judge": "verdict 0.2 below 0.7",
@@ -250,3 +252,102 @@ def test_make_store_fills_a_realistic_store(tmp_path):
         assert count_batches(s) == 10 and batches_page(s)[0].status == "running"
         trial = trials_of(s, runs_of(s, batches_page(s)[1].id)[0].id)[0]
         assert s.get_trial(trial.id).outcome == trial.outcome
+
+
+# -- the run grid ------------------------------------------------------------------
+
+def grid_batch(s: Store) -> None:
+    """b_grid: alpha and beta under v1 and v2 (beta never ran under v2), gamma planned only.
+
+    alpha/v1 holds every outcome: pass 3 cmds 40s, pass 5 cmds 60s, fail 9 cmds 50s,
+    two void trials (5s, 6s), one skipped and one running (10s each, as _trial writes them)."""
+    s.create_batch("b_grid", "cli", owner="", started_at="2026-11-29T17:00:00.000Z")
+    for position, (run, case, variant) in enumerate([
+            ("r_a1", "alpha", "v1"), ("r_a2", "alpha", "v2"), ("r_b1", "beta", "v1"),
+            ("r_c1", "gamma", "v1")]):
+        s.create_run(run, "b_grid", case, variant, position=position)
+    a1 = dict(case="alpha", variant="v1")
+    _trial(s, "b_grid", "r_a1", 1, "pass", commands=3, seconds=40, **a1)
+    _trial(s, "b_grid", "r_a1", 2, "pass", commands=5, seconds=60, **a1)
+    _trial(s, "b_grid", "r_a1", 3, "fail", commands=9, seconds=50, **a1)
+    _trial(s, "b_grid", "r_a1", 4, "infra_error", seconds=5, **a1)
+    _trial(s, "b_grid", "r_a1", 5, "infra_error", seconds=6, **a1)
+    _trial(s, "b_grid", "r_a1", 6, "skipped", **a1)
+    _trial(s, "b_grid", "r_a1", 7, None, **a1)
+    _trial(s, "b_grid", "r_a2", 1, "pass", commands=4, seconds=10, case="alpha", variant="v2")
+    _trial(s, "b_grid", "r_a2", 2, "pass", commands=8, seconds=20, case="alpha", variant="v2")
+    _trial(s, "b_grid", "r_b1", 1, "pass", commands=2, seconds=10, case="beta", variant="v1")
+    _trial(s, "b_grid", "r_b1", 2, "pass", commands=7, seconds=12, case="beta", variant="v1")
+    s.flush()
+
+
+def test_run_grid_figures_by_hand(tmp_path):
+    with Store(tmp_path / "grid.db") as s:
+        grid_batch(s)
+        a1, a2, b1, c1 = run_grid(s, "b_grid")
+    assert [(c.case_id, c.variant, c.run_ids) for c in (a1, a2, b1, c1)] == [
+        ("alpha", "v1", ["r_a1"]), ("alpha", "v2", ["r_a2"]), ("beta", "v1", ["r_b1"]),
+        ("gamma", "v1", ["r_c1"])]
+    d = a1.distribution
+    assert (d.trials, d.passed, d.failed, d.voided, a1.skipped, a1.running) == (7, 2, 1, 2, 1, 1)
+    # 2 passes of 3 scored; counting void, skipped or running trials would say 2/7, 2/6 or 2/5.
+    assert d.pass_rate == 0.667 and d.scored == 3 and not a1.deterministic
+    assert (d.command_min, d.command_median, d.command_max) == (3, 5, 9)
+    # Of 40s, 60s and 50s; with the void trials it would be 40s, with every trial 10s.
+    assert a1.median_ms == 50_000
+    assert [(t.id, t.trial, t.outcome) for t in a1.trials] == [
+        ("t_a1_1", 1, "pass"), ("t_a1_2", 2, "pass"), ("t_a1_3", 3, "fail"),
+        ("t_a1_4", 4, "infra_error"), ("t_a1_5", 5, "infra_error"), ("t_a1_6", 6, "skipped"),
+        ("t_a1_7", 7, None)]
+    assert a1.trials[2].failure.kind == "assertion"
+    assert (a1.first("pass").id, a1.first("fail").id) == ("t_a1_1", "t_a1_3")
+    # Both pass, 4 and 8 commands: within four, deterministic; the median of two is their mean.
+    assert a2.pass_rate == 1.0 and a2.deterministic and a2.distribution.command_median == 6
+    assert a2.median_ms == 15_000 and a2.first("fail") is None
+    # Both pass, but 2 and 7 commands are five apart: not deterministic.
+    assert b1.pass_rate == 1.0 and not b1.deterministic and b1.distribution.command_median == 4.5
+    assert b1.median_ms == 11_000
+    # Planned, never started: no result rather than 0.
+    assert c1.trials == [] and c1.pass_rate is None and c1.median_ms is None
+    assert c1.distribution.command_median is None and not c1.deterministic
+
+
+def test_run_grid_agrees_with_the_engine_distribution(tmp_path):
+    """Each cell's distribution is the batch summary's for its run, on random runs."""
+    rng = random.Random(5)
+    with Store(tmp_path / "random.db") as s:
+        s.create_batch("b_r", "cli", owner="", started_at="2026-11-29T17:00:00.000Z")
+        for r in range(40):
+            s.create_run(f"r_{r}", "b_r", f"case_{r % 8}", f"v{r // 8}", position=r)
+            for n in range(1, rng.randint(1, 6) + 1):
+                _trial(s, "b_r", f"r_{r}", n,
+                       rng.choice(["pass", "pass", "fail", "infra_error", "skipped"]),
+                       commands=rng.randint(0, 10), case=f"case_{r % 8}", variant=f"v{r // 8}")
+        s.flush()
+        runs = s.batch_summary("b_r").runs
+        cells = run_grid(s, "b_r")
+    assert [c.run_ids for c in cells] == [[run.run_id] for run in runs]
+    for cell, run in zip(cells, runs):
+        assert (cell.case_id, cell.variant) == (run.case_id, run.variant)
+        assert cell.distribution == run.distribution and cell.trials == run.trials
+
+
+def test_run_grid_of_an_unknown_batch_is_empty(store):
+    assert run_grid(store, "b_nope") == []
+
+
+def test_run_grid_reads_columns_not_records(tmp_path):
+    """1,000 trials whose records are 20 KB each, and not even JSON: still read in well under
+    100 ms, because the grid never touches a record."""
+    path = make_store(tmp_path / "grid.db", trials=1000, batches=1)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE trial SET record = printf('%.*c', 20000, 'x')")
+    conn.close()
+    with Store(path) as s:
+        [batch] = batches_page(s)
+        run_grid(s, batch.id)  # the first read opens the connection
+        began = time.perf_counter()
+        cells = run_grid(s, batch.id)
+        seconds = time.perf_counter() - began
+    assert sum(c.distribution.trials for c in cells) == 1000
+    assert seconds < 0.1, f"run_grid read 1,000 trials in {seconds * 1000:.0f} ms"
