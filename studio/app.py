@@ -2,9 +2,11 @@
 
 Left: the trial browser. Right: what is selected, as tabs (Overview, Timeline,
 Trajectory, Diff, Evidence, Egress) under a header that says what it is and
-how it ended. Bottom: Docker's state and the store. The window only wires: the
-bridge's batched events go into the live-trials model, which the browser, the
-header and the views subscribe to; finished trials are read from the store.
+how it ended; or, in their place, two trials compared (Ctrl-click two, then
+Compare; Esc goes back). Bottom: Docker's state and the store. The window only
+wires: the bridge's batched events go into the live-trials model, which the
+browser, the header and the views subscribe to; finished trials are read from
+the store.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication, QLabel, QMainWindow, QPushButton, QSplitter,
-    QStatusBar, QTabWidget, QToolBar, QVBoxLayout, QWidget,
+    QApplication, QFrame, QHBoxLayout, QLabel, QMainWindow, QPushButton, QScrollArea, QSplitter,
+    QStackedWidget, QStatusBar, QTabWidget, QToolBar, QVBoxLayout, QWidget,
 )
 
 from engine.batch import BatchPlan
@@ -39,8 +41,10 @@ from engine.store.browse import TrialSpans, batch_spans
 from . import theme
 from .bridge import EngineBridge
 from .cli import add_arguments
+from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
 from .views.browser import BrowserPanel
+from .views.compare import CompareView, who
 from .views.diff import DiffView
 from .views.egress import EgressView
 from .views.evidence import EvidenceView
@@ -49,6 +53,7 @@ from .views.overview import OverviewView
 from .views.run import RunDialog, default_eval_path
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
+from .widgets import ElidedLabel
 
 STORE_STATUS_MS = 5000
 DOCKER_POLL_S = 5.0
@@ -199,6 +204,7 @@ class MainWindow(QMainWindow):
         self.browser = BrowserPanel(store, live=self.live)
         self.browser.trial_selected.connect(self.open_trial)
         self.browser.batch_selected.connect(self.open_batch)
+        self.browser.selection_changed.connect(self._update_compare_action)
         self.header = TrialHeader(self.live)
         # Every one a RecordView; the window fills the current one with what is selected.
         self.views: dict[str, QWidget] = {tab.name: tab.make(self.live) for tab in TABS}
@@ -219,8 +225,19 @@ class MainWindow(QMainWindow):
                                   " border-radius: 4px;")
         self.banner.mousePressEvent = lambda _e: self.banner.hide()  # click to dismiss
         layout.addWidget(self.banner)
-        layout.addWidget(self.header)
-        layout.addWidget(self.tabs, 1)
+        # Two pages in one place: the selected item's tabs, or two trials compared.
+        self.normal_page = QWidget()
+        normal = QVBoxLayout(self.normal_page)
+        normal.setContentsMargins(0, 0, 0, 0)
+        normal.addWidget(self.header)
+        normal.addWidget(self.tabs, 1)
+        self.compare = CompareView()
+        self._sizes_before_compare: list[int] | None = None
+        self.compare_page = self._build_compare_page()
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.normal_page)
+        self.pages.addWidget(self.compare_page)
+        layout.addWidget(self.pages, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.browser)
         self.splitter.addWidget(right)
@@ -262,11 +279,38 @@ class MainWindow(QMainWindow):
         self.run_action = QAction("Run…", self, shortcut=QKeySequence("Ctrl+R"), triggered=self.show_run_dialog)
         self.stop_action = QAction("Stop", self, triggered=self.stop_selected,
                                    toolTip="Cancel the selected running trial, or every trial of the selected batch")
-        compare = QAction("Compare", self, enabled=False, toolTip="Compare two trials (coming with the compare view)")
+        self.compare_action = QAction(
+            "Compare", self, enabled=False, triggered=self.compare_selected,
+            toolTip="Compare two trials: Ctrl-click a second trial in the browser")
         replay = QAction("Replay", self, enabled=False, toolTip="Replay a stored trial (coming with the replay view)")
-        for action in (self.run_action, self.stop_action, compare, replay):
+        for action in (self.run_action, self.stop_action, self.compare_action, replay):
             bar.addAction(action)
         self.addToolBar(bar)
+
+    def _build_compare_page(self) -> QWidget:
+        """The compare view under a line that says which two trials it compares; the way back."""
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.compare_title = ElidedLabel(code=False)
+        font = self.compare_title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.2)
+        font.setBold(True)
+        self.compare_title.setFont(font)
+        back = QPushButton("Back (Esc)", clicked=self.show_tabs,
+                           toolTip="Back to the selected trial's tabs")
+        top = QHBoxLayout()
+        top.setContentsMargins(10, 6, 10, 0)
+        top.addWidget(self.compare_title, 1)
+        top.addWidget(back)
+        layout.addLayout(top)
+        # The panel's labels hold it ~800 px wide: beside the browser in a 1,024-px window it
+        # scrolls sideways rather than widen the window.
+        scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.compare)
+        layout.addWidget(scroll, 1)
+        return page
 
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
@@ -282,8 +326,15 @@ class MainWindow(QMainWindow):
 
     def _build_keys(self) -> None:
         for n, tab in enumerate(TABS):
-            QShortcut(QKeySequence(tab.shortcut), self, activated=lambda n=n: self.tabs.setCurrentIndex(n))
+            QShortcut(QKeySequence(tab.shortcut), self, activated=lambda n=n: self._show_tab(n))
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self._find)
+        # Only while two trials are compared: elsewhere Esc is the focused widget's.
+        self._back = QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.show_tabs,
+                               enabled=False)
+
+    def _show_tab(self, n: int) -> None:
+        self.show_tabs()
+        self.tabs.setCurrentIndex(n)
 
     def _find(self) -> None:
         tab = TABS[self.tabs.currentIndex()]
@@ -304,6 +355,7 @@ class MainWindow(QMainWindow):
         if self.selected_trial is not None and self.selected_trial != trial_id:
             self.live.unwatch(self.selected_trial)
         self.selected_trial, self.selected_batch = trial_id, batch_id
+        self.show_tabs()  # one item selected: its tabs, whatever was compared
 
     def open_trial(self, trial_id: str) -> None:
         self._select(trial_id, None)
@@ -395,6 +447,61 @@ class MainWindow(QMainWindow):
         if target is not None:
             self.tabs.setCurrentWidget(self.evidence)
             self.evidence.scroll.ensureWidgetVisible(target)
+
+    # --- compare -----------------------------------------------------------------------
+
+    def _update_compare_action(self) -> None:
+        self.compare_action.setEnabled(len(self.browser.selected_trials()) == 2)
+        if len(self.browser.tree.selectionModel().selectedRows()) == 1:
+            self.show_tabs()  # one item selected again (a click on the current row too)
+
+    def compare_selected(self) -> None:
+        """The two trials selected in the browser, the first selected as A."""
+        chosen = self.browser.selected_trials()
+        if len(chosen) == 2:
+            self.open_compare(*chosen)
+
+    def open_compare(self, a_id: str, b_id: str) -> str | None:
+        """Show two stored trials compared; the sentence that says why not, else None."""
+        records = []
+        for trial_id in (a_id, b_id):
+            try:
+                record = self.store.get_trial(trial_id)
+            except StoreError as e:
+                self.show_error(str(e))
+                return str(e)
+            if record is None:
+                message = f"no trial {trial_id} in {self.store.path}"
+                self.show_error(message)
+                return message
+            records.append(record)
+        a, b = records
+        self.compare_title.set_full_text(f"Comparing A: {who(a)} and B: {who(b)}")
+        self.compare.show_pair(a, b)
+        if self.pages.currentWidget() is not self.compare_page:
+            self.pages.setCurrentWidget(self.compare_page)
+            self._widen_for_compare()
+        self._back.setEnabled(True)
+        self.compare.table.setFocus()  # n and p step through the divergences from here
+        return None
+
+    def _widen_for_compare(self) -> None:
+        """Give the two sides the room they need, from the browser's, until the way back."""
+        left, right = self.splitter.sizes()
+        need = self.compare.minimumSizeHint().width() + 24  # the page's margins and scroll bar
+        spare = left - self.browser.minimumSizeHint().width()
+        move = min(need - right, spare)
+        if move > 0:
+            self._sizes_before_compare = [left, right]
+            self.splitter.setSizes([left - move, right + move])
+
+    def show_tabs(self) -> None:
+        """Back from a comparison to the selected item's tabs (and the browser's width)."""
+        if self.pages.currentWidget() is self.compare_page and self._sizes_before_compare:
+            self.splitter.setSizes(self._sizes_before_compare)
+        self._sizes_before_compare = None
+        self.pages.setCurrentWidget(self.normal_page)
+        self._back.setEnabled(False)
 
     # --- live --------------------------------------------------------------------------
 
@@ -529,7 +636,7 @@ class MainWindow(QMainWindow):
     def show_view(self, name: str) -> None:
         names = [tab.name for tab in TABS]
         if name in names:
-            self.tabs.setCurrentIndex(names.index(name))
+            self._show_tab(names.index(name))
 
 
 class ErrorWindow(QMainWindow):
@@ -553,9 +660,44 @@ class ErrorWindow(QMainWindow):
 
 # --- entry points ----------------------------------------------------------------------------
 
+def _arguments_error(open_id: str | None, view: str | None) -> str | None:
+    """What is wrong with `--open` and `--view` together, before any window opens."""
+    ids = open_id.split(",") if open_id else []
+    if view == "compare" and (len(ids) != 2 or not all(ids)):
+        return "the compare view needs two trial ids: --open ID1,ID2"
+    if len(ids) > 1 and view != "compare":
+        return "two ids (--open ID1,ID2) open the compare view only: add --view compare"
+    return None
+
+
+def open_from_args(window: MainWindow, open_id: str | None, view: str | None) -> str | None:
+    """Select what `--open` names and show `--view`; the one-line error, else None."""
+    if view == "compare" and open_id:
+        trials: list[str] = []
+        for item_id in open_id.split(","):  # ids or unique prefixes, as for one
+            index = window.browser.model.locate(item_id)
+            if not index.isValid():
+                return f"no batch or trial {item_id} in {window.store.path}"
+            if (kind := index.data(KindRole)) != "trial":
+                return f"{item_id} is a {kind}: the compare view compares two trials"
+            trials.append(index.data(TrialIdRole))
+        window.browser.select_id(trials[0])
+        window.browser.add_to_selection(trials[1])
+        return window.open_compare(*trials)
+    error = None
+    if open_id and not window.browser.select_id(open_id):
+        error = f"no batch or trial {open_id} in {window.store.path}"
+    if view and view != "browser":
+        window.show_view(view)
+    return error
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.view in ("compare", "replay"):
+    if args.view == "replay":
         print(f"proctor: the {args.view} view is not built yet", file=sys.stderr)
+        return 2
+    if error := _arguments_error(args.open_id, args.view):
+        print(f"proctor: {error}", file=sys.stderr)
         return 2
     if args.screenshot and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -580,13 +722,12 @@ def run(args: argparse.Namespace) -> int:
         width, _, height = args.size.partition("x")
         window.resize(int(width), int(height))
     window.show()
-    if args.open_id and not window.browser.select_id(args.open_id):
-        print(f"proctor: no batch or trial {args.open_id} in {store.path}", file=sys.stderr)
+    if error := open_from_args(window, args.open_id, args.view):
+        print(f"proctor: {error}", file=sys.stderr)
         if args.screenshot:
+            window.close()
             store.close()
             return 2
-    if args.view and args.view != "browser":
-        window.show_view(args.view)
     if args.screenshot:
         return _screenshot(app, window, args.screenshot)
     code = app.exec()

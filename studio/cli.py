@@ -15,7 +15,8 @@ VIEWS = ["browser", *TABS, "compare", "replay"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", type=Path, help="the SQLite store (default: $PROCTOR_STORE or the user data folder)")
-    parser.add_argument("--open", dest="open_id", metavar="ID", help="select a batch or trial by id")
+    parser.add_argument("--open", dest="open_id", metavar="ID",
+                        help="select a batch or trial by id (two trial ids ID1,ID2: --view compare)")
     parser.add_argument("--view", choices=VIEWS, help="the view to show")
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="render the window off screen to this PNG and exit")
     parser.add_argument("--size", default="1400x860", help="window size for --screenshot (WxH)")

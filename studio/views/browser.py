@@ -9,7 +9,9 @@ rows so their phase and elapsed time move.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, Qt, QTimer, Signal,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTreeView,
     QVBoxLayout, QWidget,
@@ -50,6 +52,7 @@ class BrowserPanel(QWidget):
     trial_selected = Signal(str)
     batch_selected = Signal(str)
     trial_activated = Signal(str)  # Enter or double-click on a trial
+    selection_changed = Signal()  # which rows are selected (Ctrl-click adds a second trial)
 
     def __init__(self, store: Store, parent: QWidget | None = None, poll_ms: int = POLL_MS,
                  tick_ms: int = TICK_MS, live: LiveTrials | None = None) -> None:
@@ -79,7 +82,8 @@ class BrowserPanel(QWidget):
 
         self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
         self.tree.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # A click selects one row as before; Ctrl-click adds a second trial to compare with.
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.tree.setModel(self.model)
         header = self.tree.header()
         header.setStretchLastSection(False)
@@ -93,6 +97,10 @@ class BrowserPanel(QWidget):
         header.sortIndicatorChanged.connect(lambda _column, _order: self._restore_expanded())
         self.tree.selectionModel().currentChanged.connect(self._on_current)
         self.tree.activated.connect(self._on_activated)
+        self._chosen: list[str] = []  # selected trials' ids, in the order they were selected
+        self.tree.selectionModel().selectionChanged.connect(self._on_selection)
+        # A reset (filter, sort) drops the selection without a selectionChanged.
+        self.model.modelReset.connect(self.selection_changed.emit)
         # Re-opened by whoever reset the model (filter, sort), not from inside modelReset:
         # rows loaded while other views still handle the reset would reach them mid-reset.
         self.model.modelAboutToBeReset.connect(self._remember_expanded)
@@ -194,6 +202,35 @@ class BrowserPanel(QWidget):
 
     def current_trial(self) -> str | None:
         return self.tree.currentIndex().data(TrialIdRole)
+
+    def add_to_selection(self, trial_id: str) -> bool:
+        """Select a trial besides what is selected (as Ctrl-click does); the current row stays."""
+        index = self.model.locate(trial_id)
+        if not index.isValid() or index.data(KindRole) != "trial":
+            return False
+        parent = index.parent()
+        while parent.isValid():
+            self.expand(parent)
+            parent = parent.parent()
+        flag = QItemSelectionModel.SelectionFlag
+        self.tree.selectionModel().select(index, flag.Select | flag.Rows)
+        return True
+
+    def selected_trials(self) -> list[str]:
+        """The selected trials in the order they were selected; [] if a batch or run is too."""
+        rows = self.tree.selectionModel().selectedRows()
+        if any(row.data(KindRole) != "trial" for row in rows):
+            return []
+        selected = {row.data(TrialIdRole) for row in rows}
+        ordered = [t for t in self._chosen if t in selected]
+        return ordered + sorted(selected.difference(ordered))
+
+    def _on_selection(self, selected: QItemSelection, deselected: QItemSelection) -> None:
+        gone = {i.data(TrialIdRole) for i in deselected.indexes() if i.column() == 0}
+        added = [i.data(TrialIdRole) for i in selected.indexes() if i.column() == 0]
+        self._chosen = [t for t in self._chosen if t not in gone]
+        self._chosen += [t for t in added if t is not None and t not in self._chosen]
+        self.selection_changed.emit()
 
     def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
         kind = current.data(KindRole)

@@ -306,8 +306,11 @@ class CompareView(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         for column in (0, 2, 3):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.checks_note = QLabel()
+        self.checks_note = QLabel(wordWrap=True)
         self.checks_note.setStyleSheet(MUTED)
+        # Lines that wrap rather than widen: at 1,024 px the panel shares the window with the browser.
+        for label in (self.deltas_label, self.position_label, self.legend):
+            label.setWordWrap(True)
         checks_box = QWidget()
         checks_layout = QVBoxLayout(checks_box)
         checks_layout.setContentsMargins(4, 4, 4, 4)

@@ -1,0 +1,143 @@
+"""Compare in the window: two trials Ctrl-clicked in the browser then Compare, or
+`proctor studio --open ID1,ID2 --view compare`; Esc or a single selection goes back to the tabs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QColor, QImage
+
+from engine.store import Store
+from studio.theme import OUTCOME_COLOUR
+
+
+@pytest.fixture
+def window(qtbot, recorded, tmp_path):
+    from studio.app import MainWindow
+
+    store = Store(recorded.store_path)
+    w = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
+                   watch_docker=False)
+    qtbot.addWidget(w)
+    w.resize(1400, 860)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+    store.close()
+
+
+def click(qtbot, window, trial_id: str, ctrl: bool = False) -> None:
+    """Click a trial's row in the browser as a user would (Ctrl held for a second one)."""
+    tree, model = window.browser.tree, window.browser.model
+    index = model.index_of("trial", trial_id)
+    assert index.isValid(), trial_id
+    tree.scrollTo(index)
+    modifier = Qt.KeyboardModifier.ControlModifier if ctrl else Qt.KeyboardModifier.NoModifier
+    qtbot.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton, modifier,
+                     tree.visualRect(index).center())
+
+
+def studio(store, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "engine.cli", "studio", "--store", str(store), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_ctrl_click_two_trials_enables_compare_and_opens_the_first_divergence(window, recorded, qtbot):
+    a, b = recorded.trials["writes_greet"], recorded.trials["adds_numbers"]
+    for trial in (b, a):  # both runs open, so both rows can be clicked
+        assert window.browser.select_id(trial)
+    click(qtbot, window, a)
+    qtbot.waitUntil(lambda: window.selected_trial == a)
+    assert not window.compare_action.isEnabled(), "one trial selected: nothing to compare with"
+    click(qtbot, window, b, ctrl=True)
+    qtbot.waitUntil(window.compare_action.isEnabled)
+    assert window.browser.selected_trials() == [a, b]
+    sizes = window.splitter.sizes()
+    window.compare_action.trigger()
+    assert window.pages.currentWidget() is window.compare_page
+    compare = window.compare
+    assert (compare.a.id, compare.b.id) == (a, b), "the first selected is A"
+    assert compare.model.rowCount() > 0
+    assert compare.current_row() == compare.comparison.first_divergence is not None
+    title = window.compare_title.full_text()
+    assert title.startswith("Comparing")
+    assert "writes_greet #1" in title and "adds_numbers #1" in title
+    # n steps on from the keyboard once the table has focus (it does, on open).
+    assert compare.table.hasFocus()
+    # Both sides get the room they need from the browser's, which gets it back after.
+    assert window.splitter.sizes()[1] >= compare.minimumSizeHint().width()
+
+    qtbot.keyClick(window, Qt.Key.Key_Escape)
+    assert window.pages.currentWidget() is window.normal_page
+    assert window.splitter.sizes() == sizes
+    window.compare_action.trigger()
+    assert window.pages.currentWidget() is window.compare_page
+    click(qtbot, window, b)  # a single trial again: its tabs, as before
+    qtbot.waitUntil(lambda: window.pages.currentWidget() is window.normal_page)
+    assert window.selected_trial == b and not window.compare_action.isEnabled()
+    assert window.header.title.full_text().startswith("adds_numbers #1")
+
+
+def test_a_trial_and_a_batch_selected_together_do_not_compare(window, recorded, qtbot):
+    a = recorded.trials["writes_greet"]
+    assert window.browser.select_id(a)
+    batch = window.browser.model.index_of("batch", recorded.batch_id)
+    rect = window.browser.tree.visualRect(batch)
+    qtbot.mouseClick(window.browser.tree.viewport(), Qt.MouseButton.LeftButton,
+                     Qt.KeyboardModifier.ControlModifier, rect.center())
+    assert window.browser.selected_trials() == []
+    assert not window.compare_action.isEnabled()
+
+
+def test_open_two_ids_with_view_compare_in_the_window(window, recorded):
+    from studio.app import open_from_args
+
+    a, b = recorded.trials["adds_numbers"], recorded.trials["writes_greet"]
+    assert open_from_args(window, f"{a},{b}", "compare") is None
+    assert window.pages.currentWidget() is window.compare_page
+    assert (window.compare.a.id, window.compare.b.id) == (a, b)
+    assert window.compare.model.rowCount() > 0
+    assert window.browser.selected_trials() == [a, b]
+    assert window.compare_action.isEnabled()
+    assert open_from_args(window, f"{a},t_nope", "compare") == \
+        f"no batch or trial t_nope in {window.store.path}"
+    assert open_from_args(window, recorded.batch_id + "," + a, "compare").startswith(
+        f"{recorded.batch_id} is a batch")
+
+
+def test_a_compare_screenshot_renders_both_trials(recorded, tmp_path):
+    out = tmp_path / "compare.png"
+    a, b = recorded.trials["writes_greet"], recorded.trials["adds_numbers"]
+    done = studio(recorded.store_path, "--open", f"{a},{b}", "--view", "compare",
+                  "--screenshot", str(out), "--size", "1024x700")
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(out)).convertToFormat(QImage.Format.Format_RGB32)
+    assert (image.width(), image.height()) == (1024, 700)
+    pixels = np.frombuffer(image.constBits(), np.uint32).reshape(700, -1)[:, 470:] & 0xFFFFFF
+    assert len(np.unique(pixels)) > 50, "the compare view is blank"
+    fail = QColor(OUTCOME_COLOUR["fail"]).rgb() & 0xFFFFFF
+    assert int((pixels == fail).sum()) > 200, "B's FAIL pill is not in the picture"
+
+
+def test_compare_errors_are_one_line_and_exit_2(recorded, tmp_path):
+    a, b = recorded.trials["writes_greet"], recorded.trials["adds_numbers"]
+    out = tmp_path / "x.png"
+    unknown = studio(recorded.store_path, "--open", f"{a},t_nope", "--view", "compare",
+                     "--screenshot", str(out))
+    # (Qt's offscreen plugin may say a line of its own before ours.)
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines()[-1] == \
+        f"proctor: no batch or trial t_nope in {recorded.store_path}"
+    wrong_view = studio(recorded.store_path, "--open", f"{a},{b}", "--view", "overview",
+                        "--screenshot", str(out))
+    assert wrong_view.returncode == 2
+    assert wrong_view.stderr.strip() == (
+        "proctor: two ids (--open ID1,ID2) open the compare view only: add --view compare")
+    one = studio(recorded.store_path, "--open", a, "--view", "compare", "--screenshot", str(out))
+    assert one.returncode == 2
+    assert one.stderr.strip() == "proctor: the compare view needs two trial ids: --open ID1,ID2"
+    assert not out.exists()
