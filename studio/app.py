@@ -3,7 +3,7 @@
 Left: the trial browser. Right: what is selected, as tabs (Overview, Timeline,
 Trajectory, Diff, Evidence, Egress) under a header that says what it is and
 how it ended; or, in their place, two trials compared (Ctrl-click two, then
-Compare; Esc goes back). Bottom: Docker's state and the store. The window only
+Compare; Esc goes back), or one finished trial replayed (Replay; Esc goes back). Bottom: Docker's state and the store. The window only
 wires: the bridge's batched events go into the live-trials model, which the
 browser, the header and the views subscribe to; finished trials are read from
 the store.
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from engine.batch import BatchPlan
 from engine.events import Event
+from engine.replay import replay_events
 from engine.models import TrialRecord
 from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
@@ -40,9 +41,10 @@ from engine.store.browse import TrialSpans, batch_spans
 
 from . import theme
 from .bridge import EngineBridge
-from .cli import add_arguments
+from .cli import At, add_arguments, parse_at
 from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
+from .models.replay import ReplayPlayer, ReplayTrials
 from .views.browser import BrowserPanel
 from .views.compare import CompareView, who
 from .views.diff import DiffView
@@ -50,6 +52,7 @@ from .views.egress import EgressView
 from .views.evidence import EvidenceView
 from .views.header import TrialHeader
 from .views.overview import OverviewView
+from .views.replay import ReplayView
 from .views.run import RunDialog, default_eval_path
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
@@ -237,6 +240,10 @@ class MainWindow(QMainWindow):
         self.pages = QStackedWidget()
         self.pages.addWidget(self.normal_page)
         self.pages.addWidget(self.compare_page)
+        self.replay: ReplayView | None = None  # made for each replay, let go of on the way back
+        self.replay_trajectory: TrajectoryView | None = None  # the replay's own trajectory
+        self.replay_page = self._build_replay_page()
+        self.pages.addWidget(self.replay_page)
         layout.addWidget(self.pages, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.browser)
@@ -282,8 +289,10 @@ class MainWindow(QMainWindow):
         self.compare_action = QAction(
             "Compare", self, enabled=False, triggered=self.compare_selected,
             toolTip="Compare two trials: Ctrl-click a second trial in the browser")
-        replay = QAction("Replay", self, enabled=False, toolTip="Replay a stored trial (coming with the replay view)")
-        for action in (self.run_action, self.stop_action, self.compare_action, replay):
+        self.replay_action = QAction(
+            "Replay", self, enabled=False, triggered=self.replay_selected,
+            toolTip="Play the selected finished trial back through its timeline and trajectory (Space pauses)")
+        for action in (self.run_action, self.stop_action, self.compare_action, self.replay_action):
             bar.addAction(action)
         self.addToolBar(bar)
 
@@ -312,6 +321,21 @@ class MainWindow(QMainWindow):
         layout.addWidget(scroll, 1)
         return page
 
+    def _build_replay_page(self) -> QWidget:
+        """A line that says which trial is replayed and the way back, over the replay view."""
+        page = QWidget()
+        self._replay_layout = QVBoxLayout(page)
+        self._replay_layout.setContentsMargins(0, 0, 0, 0)
+        self.replay_title = ElidedLabel(code=False)
+        self.replay_title.setFont(self.compare_title.font())
+        back = QPushButton("Back (Esc)", clicked=self.show_tabs, toolTip="Back to the selected trial's tabs")
+        top = QHBoxLayout()
+        top.setContentsMargins(10, 6, 10, 0)
+        top.addWidget(self.replay_title, 1)
+        top.addWidget(back)
+        self._replay_layout.addLayout(top)
+        return page
+
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
         self.docker_status = DockerStatus(watch=watch_docker)
@@ -328,7 +352,7 @@ class MainWindow(QMainWindow):
         for n, tab in enumerate(TABS):
             QShortcut(QKeySequence(tab.shortcut), self, activated=lambda n=n: self._show_tab(n))
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self._find)
-        # Only while two trials are compared: elsewhere Esc is the focused widget's.
+        # Only while two trials are compared or one replayed: elsewhere Esc is the focused widget's.
         self._back = QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.show_tabs,
                                enabled=False)
 
@@ -381,9 +405,11 @@ class MainWindow(QMainWindow):
         self.header.show_record(record)
         self._record, self._filled = record, set()
         self._fill_current()
+        self._update_replay_action()
 
     def _show_damaged(self, trial_id: str, message: str) -> None:
         self._record, self._filled = None, set()
+        self._update_replay_action()
         for view in self.views.values():
             view.show_record(None)
         self.header.show_damaged(trial_id, message)
@@ -402,6 +428,7 @@ class MainWindow(QMainWindow):
         read off the GUI thread (a batch of thousands of trials reads for a while)."""
         self._select(None, batch_id)
         self._record = None
+        self._update_replay_action()
         try:
             summary = self.store.batch_summary(batch_id)
         except StoreError as e:
@@ -452,6 +479,7 @@ class MainWindow(QMainWindow):
 
     def _update_compare_action(self) -> None:
         self.compare_action.setEnabled(len(self.browser.selected_trials()) == 2)
+        self._update_replay_action()
         if len(self.browser.tree.selectionModel().selectedRows()) == 1:
             self.show_tabs()  # one item selected again (a click on the current row too)
 
@@ -496,12 +524,83 @@ class MainWindow(QMainWindow):
             self.splitter.setSizes([left - move, right + move])
 
     def show_tabs(self) -> None:
-        """Back from a comparison to the selected item's tabs (and the browser's width)."""
+        """Back from a comparison or a replay to the selected item's tabs (and the browser's width)."""
         if self.pages.currentWidget() is self.compare_page and self._sizes_before_compare:
             self.splitter.setSizes(self._sizes_before_compare)
         self._sizes_before_compare = None
+        self._drop_replay()
         self.pages.setCurrentWidget(self.normal_page)
         self._back.setEnabled(False)
+
+    # --- replay ------------------------------------------------------------------------
+
+    def _update_replay_action(self) -> None:
+        record = self._record
+        self.replay_action.setEnabled(
+            record is not None and record.outcome is not None
+            and self.browser.selected_trials() == [record.id])
+
+    def replay_selected(self) -> None:
+        """The selected finished trial, played back from its start at the recorded pace."""
+        if self._record is not None and self.replay_action.isEnabled():
+            self.open_replay(self._record.id, play=True)
+
+    def open_replay(self, trial_id: str, at: At | None = None, play: bool = False) -> str | None:
+        """Replay a stored, finished trial, standing at `at` (default its start), playing or
+        paused; the sentence that says why not, else None."""
+        try:
+            record = self.store.get_trial(trial_id)
+            events = replay_events(self.store, trial_id) if record is not None else None
+        except StoreError as e:
+            self.show_error(str(e))
+            return str(e)
+        if record is None or events is None:
+            message = f"no trial {trial_id} in {self.store.path}"
+        elif record.outcome is None:
+            message = f"trial {record.id} is still running: replay it once it has finished"
+        else:
+            message = None
+        if message is not None:
+            self.show_error(message)
+            return message
+        self._drop_replay()
+        # A model of its own: the replay's clock would move every running trial of the window's.
+        model = ReplayTrials()
+        try:
+            player = ReplayPlayer(model, events, record.id, parent=model)
+        except ValueError as e:  # no events of this trial at all
+            model.deleteLater()
+            self.show_error(str(e))
+            return str(e)
+        header, timeline, trajectory = TrialHeader(model), TimelineView(model), TrajectoryView(model)
+        timeline.span_clicked.connect(
+            lambda phase, index: trajectory.select_phase(phase, index) if phase in ("turn", "diff") else None)
+        self.replay = ReplayView(player, record, [header, timeline, trajectory])
+        model.setParent(self.replay)  # the view's lifetime is the replay's: its timers go with it
+        self.replay_trajectory = trajectory
+        split = self.replay.findChild(QSplitter)
+        if split is not None:  # the header keeps its height; the timeline and trajectory share the rest
+            split.setStretchFactor(0, 0)
+            split.setSizes([header.sizeHint().height(), 200, 400])
+        self.replay_title.set_full_text(f"Replaying {who(record)}")
+        self._replay_layout.addWidget(self.replay, 1)
+        self.pages.setCurrentWidget(self.replay_page)
+        self._back.setEnabled(True)
+        if at is not None:
+            player.seek_ms(at.of(player.total_ms))
+        if play:
+            player.play()
+        return None
+
+    def _drop_replay(self) -> None:
+        """Stop the replay shown, if any, and let go of it with its model."""
+        if self.replay is None:
+            return
+        self.replay.player.pause()
+        self.replay.hide()
+        self.replay.setParent(None)
+        self.replay.deleteLater()
+        self.replay, self.replay_trajectory = None, None
 
     # --- live --------------------------------------------------------------------------
 
@@ -660,9 +759,18 @@ class ErrorWindow(QMainWindow):
 
 # --- entry points ----------------------------------------------------------------------------
 
-def _arguments_error(open_id: str | None, view: str | None) -> str | None:
-    """What is wrong with `--open` and `--view` together, before any window opens."""
+def _arguments_error(open_id: str | None, view: str | None, at: str | None = None) -> str | None:
+    """What is wrong with `--open`, `--view` and `--at` together, before any window opens."""
     ids = open_id.split(",") if open_id else []
+    if at is not None:
+        if view != "replay":
+            return "--at places a replay: add --view replay"
+        try:
+            parse_at(at)
+        except ValueError as e:
+            return str(e)
+    if view == "replay" and len(ids) != 1:
+        return "the replay view needs a trial id: --open ID"
     if view == "compare" and (len(ids) != 2 or not all(ids)):
         return "the compare view needs two trial ids: --open ID1,ID2"
     if len(ids) > 1 and view != "compare":
@@ -670,8 +778,19 @@ def _arguments_error(open_id: str | None, view: str | None) -> str | None:
     return None
 
 
-def open_from_args(window: MainWindow, open_id: str | None, view: str | None) -> str | None:
-    """Select what `--open` names and show `--view`; the one-line error, else None."""
+def open_from_args(window: MainWindow, open_id: str | None, view: str | None,
+                   at: str | None = None) -> str | None:
+    """Select what `--open` names and show `--view` (a replay stands at `--at`, paused; default
+    its end); the one-line error, else None."""
+    if view == "replay" and open_id:
+        index = window.browser.model.locate(open_id)
+        if not index.isValid():
+            return f"no batch or trial {open_id} in {window.store.path}"
+        if (kind := index.data(KindRole)) != "trial":
+            return f"{open_id} is a {kind}: the replay view replays one trial"
+        trial_id = index.data(TrialIdRole)
+        window.browser.select_id(trial_id)
+        return window.open_replay(trial_id, parse_at(at) if at is not None else At(fraction=1.0))
     if view == "compare" and open_id:
         trials: list[str] = []
         for item_id in open_id.split(","):  # ids or unique prefixes, as for one
@@ -693,10 +812,7 @@ def open_from_args(window: MainWindow, open_id: str | None, view: str | None) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.view == "replay":
-        print(f"proctor: the {args.view} view is not built yet", file=sys.stderr)
-        return 2
-    if error := _arguments_error(args.open_id, args.view):
+    if error := _arguments_error(args.open_id, args.view, args.at):
         print(f"proctor: {error}", file=sys.stderr)
         return 2
     if args.screenshot and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
@@ -722,7 +838,7 @@ def run(args: argparse.Namespace) -> int:
         width, _, height = args.size.partition("x")
         window.resize(int(width), int(height))
     window.show()
-    if error := open_from_args(window, args.open_id, args.view):
+    if error := open_from_args(window, args.open_id, args.view, args.at):
         print(f"proctor: {error}", file=sys.stderr)
         if args.screenshot:
             window.close()

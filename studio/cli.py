@@ -4,7 +4,9 @@ entry point, so the engine never imports the studio (or Qt)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 # The tab names again, as studio/app.py's TABS holds them (a test keeps the two alike):
@@ -18,8 +20,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--open", dest="open_id", metavar="ID",
                         help="select a batch or trial by id (two trial ids ID1,ID2: --view compare)")
     parser.add_argument("--view", choices=VIEWS, help="the view to show")
+    parser.add_argument("--at", metavar="FRACTION|DURATION",
+                        help="with --view replay: where the replay stands, a fraction (0.5) or a time (3s, 1500ms);"
+                             " default the end")
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="render the window off screen to this PNG and exit")
     parser.add_argument("--size", default="1400x860", help="window size for --screenshot (WxH)")
+
+
+_AT = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m)?")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000}
+
+
+@dataclass(frozen=True)
+class At:
+    """Where `--at` puts a replay: a fraction of the trial's time, or a time from its start."""
+
+    fraction: float | None = None
+    ms: int | None = None
+
+    def of(self, total_ms: int) -> int:
+        """Recorded ms from the trial's first event, within the trial."""
+        at = round(self.fraction * total_ms) if self.fraction is not None else self.ms or 0
+        return max(0, min(at, total_ms))
+
+
+def parse_at(text: str) -> At:
+    """`0.5` (a fraction, 0 to 1), `3s`, `1500ms` or `2m`; ValueError says what is wrong."""
+    match = _AT.fullmatch(text.strip())
+    if match is None or (match[2] is None and not 0 <= float(match[1]) <= 1):
+        raise ValueError(f"--at takes a fraction from 0 to 1 (like 0.5) or a time (like 3s or 1500ms), "
+                         f"not {text}")
+    number, unit = float(match[1]), match[2]
+    return At(fraction=number) if unit is None else At(ms=round(number * _UNIT_MS[unit]))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -151,6 +151,13 @@ class LiveTrials(QObject):
             trial.recent, trial.dropped_n = _tail(trial.recent, trial.dropped_n)
             self._run_clock()
 
+    def forget(self, trial_id: str) -> None:
+        """Drop all this model knows of a trial, as if it had never been heard of (a replay
+        that starts over)."""
+        self._trials.pop(trial_id, None)
+        self._finished.pop(trial_id, None)
+        self._run_clock()
+
     # --- folding ------------------------------------------------------------------------
 
     def _fold(self, events: Iterable[Event], changes: _Changes, delivered: bool) -> None:

@@ -67,9 +67,7 @@ class ReplayTrials(LiveTrials):
 
     def restart(self, trial_id: str) -> None:
         """Forget all of a trial and watch it from nothing, as if it had not started."""
-        # A hook LiveTrials could own (`forget(trial_id)`): its state is private to it.
-        self._trials.pop(trial_id, None)
-        self._finished.pop(trial_id, None)
+        self.forget(trial_id)
         self.watch(trial_id, [])
 
 
