@@ -196,3 +196,23 @@ def records(recorded):
         yield {case: store.get_trial(trial_id) for case, trial_id in recorded.trials.items()}
     finally:
         store.close()
+
+
+@pytest.fixture
+def window(qtbot, recorded, tmp_path):
+    """The main window over a copy of the recorded batch, at 1,400 x 860, closed after the test."""
+    from PySide6.QtCore import QSettings
+
+    from engine.store import Store
+    from studio.app import MainWindow
+
+    store = Store(recorded.store_path)
+    w = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
+                   watch_docker=False)
+    qtbot.addWidget(w)
+    w.resize(1400, 860)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+    store.close()

@@ -9,27 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from engine.store import Store
 from studio.models.replay import MAX
-
-
-@pytest.fixture
-def window(qtbot, recorded, tmp_path):
-    from studio.app import MainWindow
-
-    store = Store(recorded.store_path)
-    w = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
-                   watch_docker=False)
-    qtbot.addWidget(w)
-    w.resize(1400, 860)
-    w.show()
-    qtbot.waitExposed(w)
-    yield w
-    w.close()
-    store.close()
 
 
 def studio(store, *args: str) -> subprocess.CompletedProcess:
