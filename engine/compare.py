@@ -41,13 +41,13 @@ import bisect
 import json
 import re
 from collections.abc import Hashable, Sequence
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from rapidfuzz.distance import Levenshtein
 
 from .models import TrajectoryItem, TrialRecord, Validation
+from .text import span_ms
 
 RowKind = Literal["same", "changed", "only_a", "only_b"]
 FileStatus = Literal["only_a", "only_b", "different"]
@@ -255,14 +255,7 @@ class Deltas(_Model):
 
 
 def duration_ms(record: TrialRecord) -> int | None:
-    if not (record.started_at and record.finished_at):
-        return None
-    try:
-        finished, started = record.finished_at, record.started_at
-        delta = datetime.fromisoformat(finished) - datetime.fromisoformat(started)
-    except ValueError:
-        return None
-    return int(delta.total_seconds() * 1000)
+    return span_ms(record.started_at, record.finished_at)
 
 
 def _phase_totals(record: TrialRecord) -> dict[str, int]:

@@ -20,7 +20,7 @@ from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, TurnRecord, Validation
 from .phases.diff import tree_diff
 from .recorder import Recorder
-from .text import plural
+from .text import clip_line, item_line, plural
 from .redact import holds_password_assignment
 from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.tree import Tree
@@ -104,7 +104,7 @@ class Context:
             stored = rec.add_item(item)  # redacted, then capped; None past the item caps
             if stored is not None:
                 items.append(item)
-                rec.progress("turn", _item_line(stored), index=n, item=stored)
+                rec.progress("turn", item_line(stored), index=n, item=stored)
 
         started = time.monotonic()
         with rec.phase("turn", index=n) as phase:
@@ -119,7 +119,7 @@ class Context:
                 dropped = rec.end_items(n)  # one marked item counts what the caps dropped
                 if dropped is not None:
                     items.append(dropped)
-                    rec.progress("turn", _item_line(dropped), index=n, item=dropped)
+                    rec.progress("turn", item_line(dropped), index=n, item=dropped)
             aborted = runtime.aborted.is_set()
             failed = bool(out.finished_reason and out.finished_reason.startswith("failed:"))
             status = "aborted" if aborted else "failed" if failed else "completed"
@@ -178,7 +178,7 @@ class Context:
             if out.timed_out:
                 validation.status = "error"
                 validation.evidence["error"] = f"timed out after {limit:.0f}s"
-            phase.text = f"{self._checks} `{_clip(command)}` exited {out.exit_code}"
+            phase.text = f"{self._checks} `{clip_line(command)}` exited {out.exit_code}"
         rec.add_validation(validation)
         if runtime.aborted.is_set():
             raise TrialAborted()
@@ -229,17 +229,3 @@ class Context:
         self._runtime.recorder.add_artifact(artifact)
         return artifact
 
-
-def _clip(text: str, width: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _item_line(item: TrajectoryItem) -> str:
-    if item.kind == "command":
-        return f"$ {_clip(item.command or '')} → {item.exit_code}"
-    if item.kind == "message":
-        return f"{item.role}: {_clip(item.text or '')}"
-    if item.kind == "toolCall":
-        return f"tool {item.name}"
-    return f"{item.change} {item.path}"

@@ -11,11 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Sequence
 
-from .context import _item_line
 from .events import Event, EventAdapter, TrialFinished, TrialStarted
 from .models import TrajectoryItem, TrialRecord
 from .store import Store
-from .text import fmt_ms
+from .text import fmt_ms, item_line
 
 # The longest wait between two events, in seconds of replay: a trial that sat 15 minutes
 # in a slow check replays that gap in 2 s, so a replay never looks stalled.
@@ -61,7 +60,7 @@ def events_from_record(record: TrialRecord) -> list[Event]:
     end_ms = max((s.end_ms for s in record.phases), default=0)
     for key, item in _placed_items(record, t0, end_ms):
         timed.append((key, dict(type="phase_progress", phase="turn", index=item.turn,
-                                message=_item_line(item), item=item)))
+                                message=item_line(item), item=item)))
     timed.sort(key=lambda pair: pair[0])
 
     events: list[Event] = [TrialStarted(**ids, run_id=record.run_id, at=t0, n=1)]

@@ -1,10 +1,15 @@
 """Words and times as Proctor writes them, for the CLI and the studio alike:
-durations (`4.1s`), plurals (`3 files`), and epoch-millisecond clocks and stamps."""
+durations (`4.1s`), plurals (`3 files`), epoch-millisecond clocks and stamps, and
+the one-line form of a trajectory item that progress events and replays print."""
 
 from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .models import TrajectoryItem
 
 
 def now_ms() -> int:
@@ -40,3 +45,31 @@ def fmt_ms(ms: int | float | None) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def span_ms(started_at: str | None, finished_at: str | None) -> int | None:
+    """Milliseconds between two stored ISO times; None when either is missing or unreadable."""
+    if not (started_at and finished_at):
+        return None
+    try:
+        delta = datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)
+    except ValueError:
+        return None
+    return int(delta.total_seconds() * 1000)
+
+
+def clip_line(text: str, width: int = 60) -> str:
+    """`text` on one line, whitespace runs as one space, elided past `width` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def item_line(item: TrajectoryItem) -> str:
+    """A trajectory item in one line: `$ pytest -q → 1`, `assistant: Done.`, `tool edit`."""
+    if item.kind == "command":
+        return f"$ {clip_line(item.command or '')} → {item.exit_code}"
+    if item.kind == "message":
+        return f"{item.role}: {clip_line(item.text or '')}"
+    if item.kind == "toolCall":
+        return f"tool {item.name}"
+    return f"{item.change} {item.path}"

@@ -18,7 +18,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
@@ -34,6 +33,7 @@ from ..events import Event, parse_event
 from ..models import (
     BatchSummary, Failure, RunSummary, TrialRecord, TrialSummary, distribution,
 )
+from ..text import span_ms
 from .tables import SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, RunRow, TrialRow
 from .writer import BUSY_PATIENCE_S, Writer, is_busy
 
@@ -117,16 +117,6 @@ def _patiently(attempt: Callable[[], Any]) -> Any:
                 raise
 
 
-def _duration_ms(started_at: str | None, finished_at: str | None) -> int | None:
-    if not (started_at and finished_at):
-        return None
-    try:
-        delta = datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)
-    except ValueError:
-        return None
-    return int(delta.total_seconds() * 1000)
-
-
 def _summary_columns(record: TrialRecord) -> dict[str, Any]:
     """The trial row's columns that mirror the record."""
     failure = record.failure
@@ -136,7 +126,7 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
         failure_reason=failure.reason if failure else None,
         failure_where=failure.where if failure else None,
         command_count=record.command_count,
-        duration_ms=_duration_ms(record.started_at, record.finished_at),
+        duration_ms=span_ms(record.started_at, record.finished_at),
         started_at=record.started_at,
         finished_at=record.finished_at,
         tags=json.dumps(record.tags),
@@ -411,7 +401,7 @@ class Store:
             values: dict[str, Any] = dict(
                 status="done", outcome="infra_error", failure_kind="infra",
                 failure_reason=reason, failure_where=None, finished_at=finished_at,
-                duration_ms=_duration_ms(row.started_at, finished_at))
+                duration_ms=span_ms(row.started_at, finished_at))
             if row.record:
                 try:
                     record = TrialRecord.model_validate(json.loads(row.record)).model_copy(
