@@ -72,7 +72,8 @@ from engine.models import (  # noqa: E402
     Validation,
 )
 from engine.store import Store  # noqa: E402
-from studio.app import DockerStatus, MainWindow  # noqa: E402
+from studio.app import MainWindow  # noqa: E402
+from studio.views.status import DockerStatus  # noqa: E402
 from studio.cli import TABS  # noqa: E402
 
 FIRST_PAINT_GOAL_S = 0.5

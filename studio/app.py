@@ -16,18 +16,16 @@ import gc
 import os
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication, QFrame, QHBoxLayout, QLabel, QMainWindow, QPushButton, QScrollArea, QSplitter,
-    QStackedWidget, QStatusBar, QTabWidget, QToolBar, QVBoxLayout, QWidget,
+    QApplication, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QStatusBar,
+    QTabWidget, QToolBar, QVBoxLayout, QWidget,
 )
 
 from engine.batch import BatchPlan
@@ -37,30 +35,29 @@ from engine.models import TrialRecord
 from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
 from engine.store import Store, StoreError, default_store_path
-from engine.store.browse import TrialSpans, batch_spans
+from engine.store.browse import TrialSpans, batch_spans, locate, pass_and_fail
 
 from . import theme
 from .bridge import EngineBridge
 from .cli import At, add_arguments, parse_at
 from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
-from .models.replay import ReplayPlayer, ReplayTrials
+from .off_gui import STORE_WAIT_S, OffGuiThread, wait_for_writer
+from .pages.compare import ComparePage
+from .pages.overview import OverviewPage
+from .pages.replay import ReplayPage
 from .views.browser import BrowserPanel
-from .views.compare import CompareView, who
 from .views.diff import DiffView
 from .views.egress import EgressView
 from .views.evidence import EvidenceView
 from .views.header import TrialHeader
-from .views.overview import OverviewView
-from .views.replay import ReplayView
 from .views.run import RunDialog, default_eval_path
+from .views.status import DockerStatus
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
-from .widgets import ElidedLabel
 
 STORE_STATUS_MS = 5000
-DOCKER_POLL_S = 5.0
-STORE_WAIT_S = 5.0  # how long the studio waits, off the GUI thread, for the store to catch up
+GRID_REFRESH_MS = 1000  # a running batch's grid is read again at most this often
 GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
 # A finished trial whose record the store still lacks after that wait: looked for again this
 # many seconds later, each; then the banner says so.
@@ -85,110 +82,35 @@ class SearchableView(RecordView, Protocol):
 @dataclass(frozen=True)
 class Tab:
     """One tab: its `--view` name, its view (a QWidget), its key; whether the view follows
-    running trials (it takes the live-trials model)."""
+    running trials (it takes the live-trials model) or reads the store itself."""
 
     name: str
     view: type[RecordView]
     shortcut: str
     live: bool = False
+    store: bool = False
 
     @property
     def search(self) -> bool:
         """Whether its view has a search of its own (else Ctrl+F searches the browser)."""
         return issubclass(self.view, SearchableView)
 
-    def make(self, live: LiveTrials) -> QWidget:
-        view = self.view(live) if self.live else self.view()  # type: ignore[call-arg]
+    def make(self, live: LiveTrials, store: Store) -> QWidget:
+        args = [x for x, wanted in ((live, self.live), (store, self.store)) if wanted]
+        view = self.view(*args)  # type: ignore[call-arg]
         assert isinstance(view, QWidget)
         return view
 
 
 # The one table the window builds its tabs from; studio/cli.py's TABS names them, in order.
 TABS: tuple[Tab, ...] = (
-    Tab("overview", OverviewView, "Ctrl+1"),
+    Tab("overview", OverviewPage, "Ctrl+1", store=True),
     Tab("timeline", TimelineView, "Ctrl+2", live=True),
     Tab("trajectory", TrajectoryView, "Ctrl+3", live=True),
     Tab("diff", DiffView, "Ctrl+4"),
     Tab("evidence", EvidenceView, "Ctrl+5"),
     Tab("egress", EgressView, "Ctrl+6"),
 )
-
-
-def _wait_for_writer(store: Store) -> None:
-    """Off the GUI thread: until our writer has committed what it holds, or STORE_WAIT_S."""
-    try:
-        store.flush(timeout=STORE_WAIT_S)
-    except StoreError:
-        pass  # a slow or failed writer: what it did commit is what the caller reads next
-
-
-class OffGuiThread(QObject):
-    """Store waits off the GUI thread: `run(work, then)` calls `work()` on a worker thread and
-    `then(result)` back on the GUI thread (an exception `work` raised is the result)."""
-
-    _done = Signal(object, object)  # then, result
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._done.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
-
-    def run(self, work: Callable[[], Any], then: Callable[[Any], None]) -> None:
-        def job() -> None:
-            try:
-                result = work()
-            except Exception as e:  # noqa: BLE001 — handed to `then`, on the GUI thread
-                result = e
-            try:
-                self._done.emit(then, result)
-            except RuntimeError:  # the window is gone
-                pass
-
-        threading.Thread(target=job, name="studio-store-wait", daemon=True).start()
-
-    @staticmethod
-    def _deliver(then: Callable[[Any], None], result: Any) -> None:
-        then(result)
-
-
-class DockerStatus(QLabel):
-    """`● Docker 27.3 · 2 running` or the command that starts it; polled off the GUI thread."""
-
-    changed = Signal(str, bool)
-
-    def __init__(self, watch: bool = True) -> None:
-        super().__init__("○ Docker: checking…")
-        self.changed.connect(self._show)
-        self._stop = threading.Event()
-        if watch:
-            threading.Thread(target=self._watch, name="docker-status", daemon=True).start()
-        else:  # a screenshot: one look, now
-            self._show(*self.check())
-
-    @staticmethod
-    def check() -> tuple[str, bool]:
-        import docker
-
-        try:
-            client = docker.from_env(timeout=5)
-            version = client.version().get("Version", "?")
-            running = len(client.api.containers(filters={"label": "proctor=1"}))
-            client.close()
-            return f"● Docker {version} · {running} sandboxes running", True
-        except Exception:
-            return ("○ Docker is not reachable: start it with `sudo systemctl start docker` "
-                    "or `sudo bash packaging/docker-up`"), False
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            self.changed.emit(*self.check())
-            self._stop.wait(DOCKER_POLL_S)
-
-    def _show(self, text: str, ok: bool) -> None:
-        self.setText(text)
-        self.setStyleSheet("" if ok else f"color: {theme.OUTCOME_COLOUR['fail']};")
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 class MainWindow(QMainWindow):
@@ -207,11 +129,16 @@ class MainWindow(QMainWindow):
         self.browser = BrowserPanel(store, live=self.live)
         self.browser.trial_selected.connect(self.open_trial)
         self.browser.batch_selected.connect(self.open_batch)
+        self.browser.run_selected.connect(self.open_run)
+        self.browser.compare_run.connect(self.compare_pass_with_fail)
         self.browser.selection_changed.connect(self._update_compare_action)
         self.header = TrialHeader(self.live)
         # Every one a RecordView; the window fills the current one with what is selected.
-        self.views: dict[str, QWidget] = {tab.name: tab.make(self.live) for tab in TABS}
-        self.overview, self.timeline = self.views["overview"], self.views["timeline"]
+        self.views: dict[str, QWidget] = {tab.name: tab.make(self.live, store) for tab in TABS}
+        self.overview_page, self.timeline = self.views["overview"], self.views["timeline"]
+        self.overview, self.grid = self.overview_page.overview, self.overview_page.grid
+        self.grid.compare_requested.connect(self.open_compare)
+        self.grid.trial_activated.connect(self.browser.select_id)
         self.trajectory, self.diff = self.views["trajectory"], self.views["diff"]
         self.evidence, self.egress = self.views["evidence"], self.views["egress"]
         self.timeline.span_clicked.connect(self._jump_to_items)
@@ -234,16 +161,15 @@ class MainWindow(QMainWindow):
         normal.setContentsMargins(0, 0, 0, 0)
         normal.addWidget(self.header)
         normal.addWidget(self.tabs, 1)
-        self.compare = CompareView()
+        self.compare_page = ComparePage()
+        self.compare = self.compare_page.view
         self._sizes_before_compare: list[int] | None = None
-        self.compare_page = self._build_compare_page()
+        self.replay_page = ReplayPage()
         self.pages = QStackedWidget()
-        self.pages.addWidget(self.normal_page)
-        self.pages.addWidget(self.compare_page)
-        self.replay: ReplayView | None = None  # made for each replay, let go of on the way back
-        self.replay_trajectory: TrajectoryView | None = None  # the replay's own trajectory
-        self.replay_page = self._build_replay_page()
-        self.pages.addWidget(self.replay_page)
+        for page in (self.normal_page, self.compare_page, self.replay_page):
+            self.pages.addWidget(page)
+        self.compare_page.back.connect(self.show_tabs)
+        self.replay_page.back.connect(self.show_tabs)
         layout.addWidget(self.pages, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.browser)
@@ -267,6 +193,8 @@ class MainWindow(QMainWindow):
         # The browser polls the store itself; this only keeps the store's size fresh.
         self._store_timer = QTimer(self, interval=STORE_STATUS_MS, timeout=self._update_store_status)
         self._store_timer.start()
+        self._grid_refresh = QTimer(self, singleShot=True, interval=GRID_REFRESH_MS,
+                                    timeout=self._refresh_grid)
         self._restore()
         # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
         # window: out of the collector's sight, a full collection no longer walks it all and
@@ -295,46 +223,6 @@ class MainWindow(QMainWindow):
         for action in (self.run_action, self.stop_action, self.compare_action, self.replay_action):
             bar.addAction(action)
         self.addToolBar(bar)
-
-    def _build_compare_page(self) -> QWidget:
-        """The compare view under a line that says which two trials it compares; the way back."""
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.compare_title = ElidedLabel(code=False)
-        font = self.compare_title.font()
-        font.setPointSizeF(font.pointSizeF() * 1.2)
-        font.setBold(True)
-        self.compare_title.setFont(font)
-        back = QPushButton("Back (Esc)", clicked=self.show_tabs,
-                           toolTip="Back to the selected trial's tabs")
-        top = QHBoxLayout()
-        top.setContentsMargins(10, 6, 10, 0)
-        top.addWidget(self.compare_title, 1)
-        top.addWidget(back)
-        layout.addLayout(top)
-        # The panel's labels hold it ~800 px wide: beside the browser in a 1,024-px window it
-        # scrolls sideways rather than widen the window.
-        scroll = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
-        scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(self.compare)
-        layout.addWidget(scroll, 1)
-        return page
-
-    def _build_replay_page(self) -> QWidget:
-        """A line that says which trial is replayed and the way back, over the replay view."""
-        page = QWidget()
-        self._replay_layout = QVBoxLayout(page)
-        self._replay_layout.setContentsMargins(0, 0, 0, 0)
-        self.replay_title = ElidedLabel(code=False)
-        self.replay_title.setFont(self.compare_title.font())
-        back = QPushButton("Back (Esc)", clicked=self.show_tabs, toolTip="Back to the selected trial's tabs")
-        top = QHBoxLayout()
-        top.setContentsMargins(10, 6, 10, 0)
-        top.addWidget(self.replay_title, 1)
-        top.addWidget(back)
-        self._replay_layout.addLayout(top)
-        return page
 
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
@@ -423,9 +311,20 @@ class MainWindow(QMainWindow):
         self._filled.add(view)
         view.show_record(self._record)
 
-    def open_batch(self, batch_id: str) -> None:
-        """A batch: the timeline shows one row per trial, from the phases of its records only,
-        read off the GUI thread (a batch of thousands of trials reads for a while)."""
+    def open_run(self, run_id: str) -> None:
+        """A run: its batch, with the run's cell picked in the grid and its trials listed."""
+        try:
+            located = locate(self.store, run_id)
+        except StoreError as e:
+            self.show_error(str(e))
+            return
+        if located is not None:
+            self.open_batch(located.batch_id, run_id=run_id)
+
+    def open_batch(self, batch_id: str, run_id: str | None = None) -> None:
+        """A batch: the Overview shows its run grid, and the timeline one row per trial, from
+        the phases of its records only, read off the GUI thread (a batch of thousands of
+        trials reads for a while)."""
         self._select(None, batch_id)
         self._record = None
         self._update_replay_action()
@@ -437,6 +336,10 @@ class MainWindow(QMainWindow):
         if summary is None:
             return
         self.header.show_batch(summary)
+        if run_id is not None:
+            self.overview_page.show_run(run_id)
+        else:
+            self.overview_page.show_batch(batch_id)
         store = self.store
 
         def read() -> tuple[list[TrialSpans], list[str]]:
@@ -489,6 +392,19 @@ class MainWindow(QMainWindow):
         if len(chosen) == 2:
             self.open_compare(*chosen)
 
+    def compare_pass_with_fail(self, run_id: str) -> str | None:
+        """A run's first pass (A) and first fail (B) compared; the sentence that says why not."""
+        try:
+            pair = pass_and_fail(self.store, run_id)
+        except StoreError as e:
+            self.show_error(str(e))
+            return str(e)
+        if pair is None:
+            message = f"run {run_id} has no pass and fail to compare: it needs one of each"
+            self.show_error(message)
+            return message
+        return self.open_compare(*pair)
+
     def open_compare(self, a_id: str, b_id: str) -> str | None:
         """Show two stored trials compared; the sentence that says why not, else None."""
         records = []
@@ -503,20 +419,18 @@ class MainWindow(QMainWindow):
                 self.show_error(message)
                 return message
             records.append(record)
-        a, b = records
-        self.compare_title.set_full_text(f"Comparing A: {who(a)} and B: {who(b)}")
-        self.compare.show_pair(a, b)
         if self.pages.currentWidget() is not self.compare_page:
+            self._drop_replay()
             self.pages.setCurrentWidget(self.compare_page)
             self._widen_for_compare()
+        self.compare_page.show_pair(*records)
         self._back.setEnabled(True)
-        self.compare.table.setFocus()  # n and p step through the divergences from here
         return None
 
     def _widen_for_compare(self) -> None:
         """Give the two sides the room they need, from the browser's, until the way back."""
         left, right = self.splitter.sizes()
-        need = self.compare.minimumSizeHint().width() + 24  # the page's margins and scroll bar
+        need = self.compare_page.needed_width()
         spare = left - self.browser.minimumSizeHint().width()
         move = min(need - right, spare)
         if move > 0:
@@ -563,50 +477,34 @@ class MainWindow(QMainWindow):
         if message is not None:
             self.show_error(message)
             return message
-        self._drop_replay()
-        # A model of its own: the replay's clock would move every running trial of the window's.
-        model = ReplayTrials()
         try:
-            player = ReplayPlayer(model, events, record.id, parent=model)
+            self.replay_page.start(record, events, at, play)
         except ValueError as e:  # no events of this trial at all
-            model.deleteLater()
             self.show_error(str(e))
             return str(e)
-        header, timeline, trajectory = TrialHeader(model), TimelineView(model), TrajectoryView(model)
-        timeline.span_clicked.connect(
-            lambda phase, index: trajectory.select_phase(phase, index) if phase in ("turn", "diff") else None)
-        self.replay = ReplayView(player, record, [header, timeline, trajectory])
-        model.setParent(self.replay)  # the view's lifetime is the replay's: its timers go with it
-        self.replay_trajectory = trajectory
-        split = self.replay.findChild(QSplitter)
-        if split is not None:  # the header keeps its height; the timeline and trajectory share the rest
-            split.setStretchFactor(0, 0)
-            split.setSizes([header.sizeHint().height(), 200, 400])
-        self.replay_title.set_full_text(f"Replaying {who(record)}")
-        self._replay_layout.addWidget(self.replay, 1)
         self.pages.setCurrentWidget(self.replay_page)
         self._back.setEnabled(True)
-        if at is not None:
-            player.seek_ms(at.of(player.total_ms))
-        if play:
-            player.play()
         return None
 
     def _drop_replay(self) -> None:
-        """Stop the replay shown, if any, and let go of it with its model."""
-        if self.replay is None:
-            return
-        self.replay.player.pause()
-        self.replay.hide()
-        self.replay.setParent(None)
-        self.replay.deleteLater()
-        self.replay, self.replay_trajectory = None, None
+        self.replay_page.stop()
+
+    @property
+    def replay(self):
+        """The replay shown (a ReplayView), or None."""
+        return self.replay_page.replay
 
     # --- live --------------------------------------------------------------------------
 
     def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
         if trial_id == self.selected_trial:
             self._reload_when_stored(trial_id)
+        elif self.selected_batch is not None and not self._grid_refresh.isActive():
+            self._grid_refresh.start()  # one read for however many trials finish meanwhile
+
+    def _refresh_grid(self) -> None:
+        """The selected batch's grid as stored now: our writer first commits what it holds."""
+        self.off_gui.run(lambda: wait_for_writer(self.store), lambda _r: self.overview_page.refresh())
 
     def _reload_when_stored(self, trial_id: str, retries: tuple[float, ...] | None = None) -> None:
         """Show a finished trial's record once the store has it. Our own writer may still hold
@@ -616,7 +514,7 @@ class MainWindow(QMainWindow):
         retries = RECORD_RETRIES_S if retries is None else retries
 
         def wait() -> TrialRecord | None:
-            _wait_for_writer(store)
+            wait_for_writer(store)
             return store.get_trial(trial_id)
 
         self.off_gui.run(wait, lambda result: self._on_record_stored(trial_id, result, retries))
@@ -651,7 +549,7 @@ class MainWindow(QMainWindow):
         store = self.store
 
         def read() -> tuple[TrialRecord | None, list[Event]]:
-            _wait_for_writer(store)
+            wait_for_writer(store)
             return store.get_trial(trial_id), list(store.trial_events(trial_id))
 
         def show(result: tuple[TrialRecord | None, list[Event]] | Exception) -> None:
@@ -669,6 +567,8 @@ class MainWindow(QMainWindow):
 
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
         self.browser.poll()
+        if self.selected_batch == batch_id:
+            self._refresh_grid()
         if error:
             self.show_error(f"Batch {batch_id} failed: {error}")
 

@@ -104,9 +104,13 @@ def outcome_pill(outcome: str | None, failure: Failure | None = None) -> str:
     """The outcome as a filled pill, in rich text."""
     # Amber is too light behind white text; dark text keeps it readable.
     fg = "#1f1f1f" if outcome == "infra_error" else "#ffffff"
-    bg = OUTCOME_COLOUR[outcome]
+    return pill(outcome_words(outcome, failure), OUTCOME_COLOUR[outcome], fg)
+
+
+def pill(text: str, bg: str, fg: str = "#ffffff") -> str:
+    """Words on a filled background, in rich text."""
     return (f"<span style='background-color:{bg}; color:{fg}; font-weight:700;'>"
-            f"&nbsp;{html.escape(outcome_words(outcome, failure))}&nbsp;</span>")
+            f"&nbsp;{html.escape(text)}&nbsp;</span>")
 
 
 def failure_line(record: TrialRecord) -> str:

@@ -561,3 +561,18 @@ def run_grid(source: Source, batch_id: str, damaged: list[str] | None = None) ->
             median_ms=round(statistics.median(times)) if times else None,
             trials=trials))
     return cells
+
+
+_PASS_AND_FAIL = """
+    SELECT id, outcome FROM trial
+    WHERE run_id = :run AND outcome IN ('pass', 'fail')
+    ORDER BY trial, id"""
+
+
+def pass_and_fail(source: Source, run_id: str) -> tuple[str, str] | None:
+    """"Compare a pass with a fail" for one run: its lowest-numbered passing trial (A) and its
+    lowest-numbered failing one (B); None when it lacks either."""
+    first: dict[str, str] = {}
+    for row in _rows(source, _PASS_AND_FAIL, {"run": run_id}):
+        first.setdefault(row.outcome, row.id)
+    return (first["pass"], first["fail"]) if len(first) == 2 else None

@@ -10,10 +10,10 @@ rows so their phase and elapsed time move.
 from __future__ import annotations
 
 from PySide6.QtCore import (
-    QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, Qt, QTimer, Signal,
+    QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, QPoint, Qt, QTimer, Signal,
 )
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTreeView,
+    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QTreeView,
     QVBoxLayout, QWidget,
 )
 
@@ -22,7 +22,7 @@ from engine.store.browse import RUNNING, BrowseFilter, filter_options
 
 from .. import theme
 from ..models.browser import (
-    COLUMN, BatchIdRole, BrowserModel, KindRole, RunIdRole, TrialIdRole,
+    COLUMN, BatchIdRole, BrowserModel, ItemRole, KindRole, RunIdRole, TrialIdRole,
 )
 from ..models.live import LiveTrials
 
@@ -51,6 +51,8 @@ def _combo(tip: str) -> QComboBox:
 class BrowserPanel(QWidget):
     trial_selected = Signal(str)
     batch_selected = Signal(str)
+    run_selected = Signal(str)
+    compare_run = Signal(str)  # a run's context menu: "compare a pass with a fail"
     trial_activated = Signal(str)  # Enter or double-click on a trial
     selection_changed = Signal()  # which rows are selected (Ctrl-click adds a second trial)
 
@@ -97,6 +99,8 @@ class BrowserPanel(QWidget):
         header.sortIndicatorChanged.connect(lambda _column, _order: self._restore_expanded())
         self.tree.selectionModel().currentChanged.connect(self._on_current)
         self.tree.activated.connect(self._on_activated)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
         self._chosen: list[str] = []  # selected trials' ids, in the order they were selected
         self.tree.selectionModel().selectionChanged.connect(self._on_selection)
         # A reset (filter, sort) drops the selection without a selectionChanged.
@@ -238,6 +242,25 @@ class BrowserPanel(QWidget):
             self.trial_selected.emit(current.data(TrialIdRole))
         elif kind == "batch":
             self.batch_selected.emit(current.data(BatchIdRole))
+        elif kind == "run":
+            self.run_selected.emit(current.data(RunIdRole))
+
+    def context_menu(self, index: QModelIndex) -> QMenu | None:
+        """What a right-click on a row offers: for a run, a pass and a fail of it compared."""
+        if index.data(KindRole) != "run":
+            return None
+        run_id, counts = index.data(RunIdRole), index.data(ItemRole).counts
+        menu = QMenu(self.tree)
+        action = menu.addAction("Compare a pass with a fail",
+                                lambda: self.compare_run.emit(run_id))
+        action.setEnabled(counts.passed > 0 and counts.failed > 0)
+        if not action.isEnabled():
+            action.setText("Compare a pass with a fail (needs both)")
+        return menu
+
+    def _context_menu(self, pos: QPoint) -> None:
+        if (menu := self.context_menu(self.tree.indexAt(pos))) is not None:
+            menu.exec(self.tree.viewport().mapToGlobal(pos))
 
     def _on_activated(self, index: QModelIndex) -> None:
         if index.data(KindRole) == "trial":

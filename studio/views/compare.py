@@ -212,7 +212,8 @@ class FilesPane(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tree)
         split.addWidget(diffs)
-        split.setSizes([260, 740])
+        # Two to three: at 1,024 px a quarter of the pane left the paths no room at all.
+        split.setSizes([400, 600])
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(split)
@@ -366,11 +367,9 @@ class CompareView(QWidget):
             row.addWidget(line, 1)
             head.addLayout(row)
         head.addWidget(self.deltas_label)
+        head.addWidget(self.legend)  # a line of its own: beside the position it wrapped mid-entry
         bar = QHBoxLayout()
-        bar.addWidget(self.position_label)
-        bar.addSpacing(12)
-        bar.addWidget(self.legend)
-        bar.addStretch(1)
+        bar.addWidget(self.position_label, 1)
         bar.addWidget(self.previous_button)
         bar.addWidget(self.next_button)
         top = QWidget()
@@ -444,11 +443,12 @@ class CompareView(QWidget):
                 counts[row.kind] += 1
         swatch = "<span style='background-color:{}'>&nbsp;{}&nbsp;</span>"
         base = self.table.palette().base().color()
-        parts = [swatch.format(over(tint(kind), base).name(), f"{glyph} {counts[kind]} {word}")
+        parts = [swatch.format(over(tint(kind), base).name(),
+                               f"{glyph} {counts[kind]} {word}".replace(" ", "&nbsp;"))
                  for kind, glyph, word in (("changed", "~", "changed"),
                                            ("only_a", "−", "only in A"),
                                            ("only_b", "+", "only in B"))]
-        self.legend.setText("&nbsp;".join(parts))
+        self.legend.setText("Rows: " + " ".join(parts))
 
     def _show_checks(self, pairs: Checks) -> None:
         self.checks = pairs

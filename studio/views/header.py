@@ -13,15 +13,19 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWi
 from engine.models import BatchSummary, TrialRecord
 from engine.text import fmt_ms, plural
 from studio.models.live import LiveTrials
-from studio.widgets import ElidedLabel, failure_line, outcome_pill
+from studio.theme import OUTCOME_COLOUR
+from studio.widgets import ElidedLabel, failure_line, outcome_pill, pill
 
 
 class TrialHeader(QWidget):
-    """`show_record(record)` for a trial; while it runs, its phase and clock from the live model."""
+    """`show_record(record)` for a trial; while it runs, its phase and clock from the live model.
+    Over a replay (`replay=True`) the same, said to be a replay: nothing runs."""
 
-    def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None,
+                 replay: bool = False) -> None:
         super().__init__(parent)
         self.live = live
+        self.replay = replay
         self._following: str | None = None  # the running trial shown, by id
         self._title: tuple[str, int, str] = ("", 0, "")  # its case, number and variant
         self.title = ElidedLabel(code=False)
@@ -93,6 +97,10 @@ class TrialHeader(QWidget):
 
     def show_live(self, case: str, trial: int, variant: str, phase: str, elapsed_ms: int) -> None:
         self.title.set_full_text(f"{case} #{trial} · {variant}")
+        if self.replay:
+            self.outcome.setText(pill("▶ REPLAY", OUTCOME_COLOUR["skipped"]))
+            self.reason.set_full_text(f"{phase} · {fmt_ms(elapsed_ms)} into the recording")
+            return
         self.outcome.setText(outcome_pill(None))
         self.reason.set_full_text(f"{phase} · {fmt_ms(elapsed_ms)} elapsed")
 

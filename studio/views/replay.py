@@ -1,6 +1,7 @@
 """Replay's transport bar, and a replay view: a stored trial played back through the live views.
 
-    [▶] [event ›] [phase ›] [turn ›]  ──┃──┃┃───●────┃──┃─  [16× ▾]  1.2s / 4.1s
+    [▶] [event ›] [phase ›] [turn ›]                          [16× ▾]  1.2s / 4.1s
+    ──┃──┃┃───●────┃──┃─────────────────────────────────────────────────────────────
 
 The bar takes the player and subscribes to it; it never folds an event itself.
 The slider runs over the trial's recorded time, with a coloured mark at each phase start.
@@ -88,13 +89,19 @@ class TransportBar(QWidget):
         self.position.setMinimumWidth(self.position.fontMetrics().horizontalAdvance("00m00s / 00m00s") + 8)
         self.position.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(6, 2, 6, 2)
+        controls = QHBoxLayout()
         for widget in (self.play_button, self.step_event, self.step_phase, self.step_turn):
-            layout.addWidget(widget)
-        layout.addWidget(self.slider, 1)
-        layout.addWidget(self.speed)
-        layout.addWidget(self.position)
+            controls.addWidget(widget)
+        controls.addStretch(1)
+        controls.addWidget(self.speed)
+        controls.addWidget(self.position)
+        # The slider has a line of its own: beside the buttons in a 1,024-px window it was
+        # 120 px, too short to aim at a phase mark.
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.setSpacing(0)
+        layout.addLayout(controls)
+        layout.addWidget(self.slider)
         # Space anywhere in the window; a text field that takes the key still gets its space.
         QShortcut(QKeySequence(Qt.Key.Key_Space), self, player.toggle)
 
@@ -126,20 +133,25 @@ class TransportBar(QWidget):
 
 
 class ReplayView(QWidget):
-    """A stored trial played back: the transport bar over views (record views made over the
-    player's model) that follow the replay as they follow a running trial; at the end, the
-    record itself."""
+    """A stored trial played back: a header (if given) and the transport bar over views
+    (record views made over the player's model, sharing the height) that follow the replay
+    as they follow a running trial; at the end, the record itself."""
 
     def __init__(self, player: ReplayPlayer, record: TrialRecord, views: Sequence[QWidget],
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, header: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.player, self.record, self.views = player, record, list(views)
+        self.player, self.record = player, record
+        self.views = ([header] if header is not None else []) + list(views)
         self.bar = TransportBar(player)
         split = QSplitter(Qt.Orientation.Vertical)
-        for view in self.views:
+        for view in views:
             split.addWidget(view)
+        if len(views) == 2:  # a timeline over a trajectory: the items get the room
+            split.setSizes([200, 400])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        if header is not None:
+            layout.addWidget(header)
         layout.addWidget(self.bar)
         layout.addWidget(split, 1)
         player.restarted.connect(self._follow)

@@ -14,7 +14,7 @@ from engine.store.browse import (
     SORT_KEYS, BrowseFilter, Sort, batches_page, count_batches, filter_options, runs_of, trial_item,
     trials_of,
 )
-from engine.store.browse import run_grid
+from engine.store.browse import pass_and_fail, run_grid
 from tests.make_store import make_store
 
 REASONS = {"assertion": "python3 -m pytest -q exited 1", "judge": "verdict 0.2 below 0.7",
@@ -330,6 +330,16 @@ def test_run_grid_agrees_with_the_engine_distribution(tmp_path):
     for cell, run in zip(cells, runs):
         assert (cell.case_id, cell.variant) == (run.case_id, run.variant)
         assert cell.distribution == run.distribution and cell.trials == run.trials
+
+
+def test_pass_and_fail_picks_the_first_of_each_of_a_run(tmp_path):
+    with Store(tmp_path / "grid.db") as s:
+        grid_batch(s)
+        # alpha/v1: passes 1 and 2, a fail 3, void, skipped and running trials besides.
+        assert pass_and_fail(s, "r_a1") == ("t_a1_1", "t_a1_3")
+        assert pass_and_fail(s, "r_a2") is None, "passes only"
+        assert pass_and_fail(s, "r_c1") is None, "planned, never run"
+        assert pass_and_fail(s, "r_nope") is None
 
 
 def test_run_grid_of_an_unknown_batch_is_empty(store):

@@ -199,20 +199,34 @@ def records(recorded):
 
 
 @pytest.fixture
-def window(qtbot, recorded, tmp_path):
-    """The main window over a copy of the recorded batch, at 1,400 x 860, closed after the test."""
+def make_window(qtbot, tmp_path):
+    """`make_window(store_path)`: a main window over that store, closed after the test."""
     from PySide6.QtCore import QSettings
 
     from engine.store import Store
     from studio.app import MainWindow
 
-    store = Store(recorded.store_path)
-    w = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
-                   watch_docker=False)
-    qtbot.addWidget(w)
+    made = []
+
+    def make(store_path):
+        store = Store(store_path)
+        window = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
+                            watch_docker=False)
+        qtbot.addWidget(window)
+        window.show()
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.close()
+        window.store.close()
+
+
+@pytest.fixture
+def window(make_window, recorded, qtbot):
+    """The main window over a copy of the recorded batch, at 1,400 x 860."""
+    w = make_window(recorded.store_path)
     w.resize(1400, 860)
-    w.show()
     qtbot.waitExposed(w)
-    yield w
-    w.close()
-    store.close()
+    return w

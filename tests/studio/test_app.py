@@ -10,8 +10,7 @@ import sys
 import textwrap
 import threading
 
-import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from engine.store import Store
@@ -27,27 +26,6 @@ while [ ! -e /tmp/proctor-gate ] && [ "$n" -lt 600 ]; do sleep 0.1; n=$((n + 1))
 printf '{"type":"command","command":"step 4","exitCode":0,"output":"ok"}\\n'
 echo '{"type":"finished","reason":"done"}'
 """
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path):
-    from studio.app import MainWindow
-
-    made = []
-
-    def make(store_path):
-        store = Store(store_path)
-        window = MainWindow(store, QSettings(str(tmp_path / "studio.ini"), QSettings.Format.IniFormat),
-                            watch_docker=False)
-        qtbot.addWidget(window)
-        window.show()
-        made.append(window)
-        return window
-
-    yield make
-    for window in made:
-        window.close()
-        window.store.close()
 
 
 def _slow_suite(folder, sleep_agent=GATED_AGENT, trials=2):
@@ -487,7 +465,7 @@ def test_a_damaged_record_shows_its_sentence_in_the_window(make_window, qtbot, t
     sentence = f"the record of trial {damaged} in {path} is damaged"
     assert window.banner.isVisible() and sentence in window.banner.text()
     assert sentence in window.header.reason.full_text() and damaged in window.header.title.full_text()
-    for view in (window.overview, window.timeline, window.trajectory, window.diff, window.evidence):
+    for view in window.views.values():
         window.tabs.setCurrentWidget(view)  # nothing of the trial shown before is left in them
     assert window.overview.record is None and window.evidence.cards == []
     assert window.trajectory.model.rowCount() == 0 and window.timeline.row_labels == []

@@ -46,7 +46,7 @@ def test_ctrl_click_two_trials_enables_compare_and_opens_the_first_divergence(wi
     assert (compare.a.id, compare.b.id) == (a, b), "the first selected is A"
     assert compare.model.rowCount() > 0
     assert compare.current_row() == compare.comparison.first_divergence is not None
-    title = window.compare_title.full_text()
+    title = window.compare_page.title.text()
     assert title.startswith("Comparing")
     assert "writes_greet #1" in title and "adds_numbers #1" in title
     # n steps on from the keyboard once the table has focus (it does, on open).
@@ -125,3 +125,95 @@ def test_compare_errors_are_one_line_and_exit_2(recorded, tmp_path):
     assert one.returncode == 2
     assert one.stderr.strip() == "proctor: the compare view needs two trial ids: --open ID1,ID2"
     assert not out.exists()
+
+
+# --- a pass and a fail of the same case, made now in Docker --------------------------------------
+
+SAME_CASE_AGENT = r"""
+say() { printf '%s\n' "$1"; }
+if [ "$PROCTOR_TURN" = 1 ]; then
+  say '{"type":"command","command":"cat calc.py","exitCode":0,"output":"return a - b"}'
+  if [ "$1" = careful ]; then
+    sed -i 's/a - b/a + b/' calc.py
+    say '{"type":"fileChange","path":"calc.py","change":"modify"}'
+  else
+    say '{"type":"message","role":"assistant","text":"calc.py looks right to me."}'
+  fi
+else
+  printf 'from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n' > test_calc.py
+  say '{"type":"fileChange","path":"test_calc.py","change":"add"}'
+fi
+say '{"type":"finished","reason":"done"}'
+"""
+
+SAME_CASE_EVAL = """
+from pathlib import Path
+from engine import evaluation, git
+
+@evaluation(workspace=git(init=True), files={".agent/run.sh": Path("agent.sh"), "calc.py": Path("calc.py")})
+def fixes_add(c):
+    c.send("calc.py's add subtracts: fix it.")
+    c.send("Now add a test.")
+    c.exec("test -f test_calc.py").to_succeed()
+    c.exec("python3 -c 'from calc import add; assert add(2, 3) == 5, add(2, 3)'").to_succeed()
+"""
+
+SAME_CASE_TOML = """
+[defaults]
+image = "proctor-test-base:bookworm"
+timeout = "2m"
+concurrency = 2
+
+[[variants]]
+name = "careful"
+harness = "command"
+command = "sh /workspace/.agent/run.sh careful"
+
+[[variants]]
+name = "hasty"
+harness = "command"
+command = "sh /workspace/.agent/run.sh hasty"
+"""
+
+
+def test_a_real_pass_and_fail_of_one_case_diverge_at_the_turn_and_check_that_differ(
+        suite, run_eval, store, make_window, qtbot):
+    """Two agents at one task, recorded in Docker: the careful one fixes calc.py in turn 1,
+    the hasty one says it looks right. Compare opens on that step, turn 1, and marks the
+    add check (the second) as the first that differs; the test file both wrote is no difference."""
+    path = suite(SAME_CASE_EVAL, SAME_CASE_TOML,
+                 {"agent.sh": SAME_CASE_AGENT, "calc.py": "def add(a, b):\n    return a - b\n"})
+    summary, _events, records = run_eval(path)
+    by_variant = {r.variant: r.trials[0].id for r in summary.runs}
+    passed, failed = records[by_variant["careful"]], records[by_variant["hasty"]]
+    assert (passed.outcome, failed.outcome) == ("pass", "fail")
+    store.flush()
+
+    window = make_window(store.path)
+    window.resize(1024, 700)
+    qtbot.waitExposed(window)
+    for trial in (failed, passed):  # each one's run opened in the tree
+        assert window.browser.select_id(trial.id)
+    click(qtbot, window, passed.id)
+    click(qtbot, window, failed.id, ctrl=True)
+    qtbot.waitUntil(window.compare_action.isEnabled)
+    window.compare_action.trigger()
+    compare = window.compare
+    assert (compare.a.id, compare.b.id) == (passed.id, failed.id)
+
+    comparison = compare.comparison
+    first = comparison.rows[comparison.first_divergence]
+    assert comparison.first_divergence == 1 and compare.current_row() == 1, "after the shared `cat calc.py`"
+    a_item, b_item = passed.trajectory[first.a], failed.trajectory[first.b]
+    assert (a_item.kind, a_item.path, a_item.turn) == ("fileChange", "calc.py", 1)
+    assert (b_item.kind, b_item.role, b_item.turn) == ("message", "assistant", 1)
+    assert comparison.divergences == [1], "turn 2 is the same on both sides"
+
+    checks = compare.checks
+    assert checks.first_difference == 1
+    pair = checks.pairs[1]
+    assert (pair.a.status, pair.b.status) == ("passed", "failed") and "add(2, 3)" in pair.a.name
+    assert compare.checks_table.item(1, 0).text() == "◆ first difference"
+
+    assert compare.files.listed(1, "only_a") == ["calc.py"]
+    assert compare.files.listed(2, "different") == [], "both wrote the same test_calc.py"

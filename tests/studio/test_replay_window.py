@@ -38,7 +38,7 @@ def test_replay_action_plays_the_selected_trial_to_its_end(window, recorded, rec
     replay.player.set_speed(MAX)
     replay.player.play()
     qtbot.waitUntil(lambda: replay.player.at_end and not replay.player.playing, timeout=10_000)
-    trajectory = window.replay_trajectory
+    trajectory = window.replay_page.trajectory
     # Every item of the record, under its turns' headers: what the Trajectory tab shows of it.
     assert trajectory.model.rowCount() == len(record.trajectory) + len(record.turns)
 
@@ -65,6 +65,23 @@ def test_open_view_replay_at_half_stands_mid_way(window, recorded, records):
     assert window.replay.player.elapsed_ms == min(1500, window.replay.player.total_ms)
     assert open_from_args(window, record.id, "replay", None) is None
     assert window.replay.player.at_end, "no --at: the end"
+
+
+def test_a_replay_says_it_is_one_and_its_slider_has_the_width_at_1024_px(window, records, qtbot):
+    from studio.app import open_from_args
+
+    window.resize(1024, 700)
+    record = records["writes_greet"]
+    assert open_from_args(window, record.id, "replay", "0.5") is None
+    qtbot.waitUntil(lambda: window.replay.bar.slider.width() > 0)
+    header = window.replay.views[0]
+    assert "REPLAY" in header.outcome.text() and "RUNNING" not in header.outcome.text(), \
+        "nothing runs in a replay"
+    assert "into the recording" in header.reason.full_text()
+    bar = window.replay.bar
+    assert bar.slider.width() >= 0.9 * bar.width() - 20, "the scrubber has a line of its own"
+    window.replay.player.seek_ms(window.replay.player.total_ms)
+    assert "PASS" in header.outcome.text(), "at the end, the record's outcome"
 
 
 def test_a_replay_screenshot_renders_the_trial_mid_way(recorded, tmp_path):
