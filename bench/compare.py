@@ -62,8 +62,7 @@ from engine.models import (  # noqa: E402
 from engine.replay import events_from_record, replay_events  # noqa: E402
 from engine.store import Store  # noqa: E402
 from studio.app import GC_YOUNG  # noqa: E402
-from studio.models.live import CLOCK_MS  # noqa: E402
-from studio.models.replay import MAX, MAX_RATE, ReplayPlayer, ReplayTrials  # noqa: E402
+from studio.models.replay import MAX, MAX_RATE, REPLAY_CLOCK_MS, ReplayPlayer, ReplayTrials  # noqa: E402
 from studio.views.compare import CompareView  # noqa: E402
 from studio.views.replay import ReplayView  # noqa: E402
 from studio.views.timeline import TimelineView  # noqa: E402
@@ -352,8 +351,8 @@ def replay(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     for k, run in enumerate(runs, 1):
         print(f"   run {k}: open {ms(run['open'])}, replay {ms(run['replay'])}, "
               f"longest GUI stall {ms(run['stall'])} ({ms(run['stall_at'])} in)")
-    print(f"   (the views append a trial's new rows on the model's clock, every {CLOCK_MS} ms: at MAX "
-          f"about {MAX_RATE * CLOCK_MS // 1000:,} rows a tick, where the stalls fall)")
+    print(f"   (the views append a trial's new rows on the model's clock, every {REPLAY_CLOCK_MS} ms: at MAX "
+          f"about {MAX_RATE * REPLAY_CLOCK_MS // 1000:,} rows a tick, where the stalls fall)")
     stalls = [run["stall"] for run in runs]
     return {"open": min(run["open"] for run in runs), "replay": min(run["replay"] for run in runs),
             "stall": statistics.median(stalls), "worst": max(stalls),

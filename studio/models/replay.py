@@ -21,13 +21,16 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine.events import Event, PhaseStarted
 from engine.models import TrialRecord
-from studio.models.live import CLOCK_MS, LiveTrial, LiveTrials
+from studio.models.live import LiveTrial, LiveTrials
 
 SPEEDS: tuple[float, ...] = (1.0, 4.0, 16.0)
 MAX = 0.0  # speed: as fast as the GUI allows
 TICK_MS = 20  # a paced replay's clock moves 50 times a second
 MAX_TICK_MS = 5  # at MAX: folds this often
-MAX_RATE = 20_000  # events a second at MAX: a view appends at most ~4,000 rows per model tick
+MAX_RATE = 20_000  # events a second at MAX: a view appends at most ~1,000 rows per model tick
+# The replay model's clock, on which the views take new rows: at the live 200 ms, MAX handed
+# them ~4,000 rows a tick, a 40-60 ms stall to append; a quarter of that is a quarter the stall.
+REPLAY_CLOCK_MS = 50
 TICK_BUDGET_MS = 10.0  # folding per tick at MAX: the rest of the event loop's turn paints
 CHUNK = 64  # events folded per `apply` at MAX, between looks at the budget
 IDLE_CAP_MS = 2_000  # the longest a replay shows nothing happening (wall time), whatever was recorded
@@ -58,7 +61,7 @@ class ReplayTrials(LiveTrials):
     """A live-trials model for replay: drawn to the replay's clock, and able to start a
     trial over (a seek backwards)."""
 
-    def __init__(self, parent: QObject | None = None, clock_ms: int = CLOCK_MS) -> None:
+    def __init__(self, parent: QObject | None = None, clock_ms: int = REPLAY_CLOCK_MS) -> None:
         super().__init__(parent, clock_ms)
         self.replay_at: int | None = None  # epoch ms the replay has reached; None: wall clock
 
