@@ -57,7 +57,8 @@ from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 
 STORE_STATUS_MS = 5000
-GRID_REFRESH_MS = 1000  # a running batch's grid is read again at most this often
+BATCH_REFRESH_MS = 1000  # a running batch's header, grid and timeline are read again at most this often
+BATCH_VIEWS = ("overview", "timeline")  # the tabs that show a batch; the others show one trial
 GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
 # A finished trial whose record the store still lacks after that wait: looked for again this
 # many seconds later, each; then the banner says so.
@@ -193,8 +194,10 @@ class MainWindow(QMainWindow):
         # The browser polls the store itself; this only keeps the store's size fresh.
         self._store_timer = QTimer(self, interval=STORE_STATUS_MS, timeout=self._update_store_status)
         self._store_timer.start()
-        self._grid_refresh = QTimer(self, singleShot=True, interval=GRID_REFRESH_MS,
-                                    timeout=self._refresh_grid)
+        self._batch_refresh = QTimer(self, singleShot=True, interval=BATCH_REFRESH_MS,
+                                     timeout=self._refresh_batch)
+        # Another process (a CLI run) writes to the store too: the browser's poll notices.
+        self.browser.model.refreshed.connect(lambda _before, _after: self._batch_moved())
         self._restore()
         # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
         # window: out of the collector's sight, a full collection no longer walks it all and
@@ -322,24 +325,32 @@ class MainWindow(QMainWindow):
             self.open_batch(located.batch_id, run_id=run_id)
 
     def open_batch(self, batch_id: str, run_id: str | None = None) -> None:
-        """A batch: the Overview shows its run grid, and the timeline one row per trial, from
-        the phases of its records only, read off the GUI thread (a batch of thousands of
-        trials reads for a while)."""
+        """A batch: the Overview shows its run grid (a run's cell picked), the timeline one
+        row per trial; the views of one trial show nothing rather than the trial seen before."""
         self._select(None, batch_id)
-        self._record = None
+        self._record, self._filled = None, set()
         self._update_replay_action()
+        for tab in TABS:
+            if tab.name not in BATCH_VIEWS:
+                self.views[tab.name].show_record(None)
+        if run_id is not None:
+            self.overview_page.show_run(run_id)
+        else:
+            self.overview_page.show_batch(batch_id)
+        self._show_batch(batch_id, first=True)
+
+    def _show_batch(self, batch_id: str, first: bool = False) -> None:
+        """The batch's header from its summary, and its timeline from the phases of its
+        records, read off the GUI thread (a batch of thousands of trials reads for a while)."""
         try:
             summary = self.store.batch_summary(batch_id)
         except StoreError as e:
             self.show_error(str(e))
             return
         if summary is None:
+            self.header.show_record(None)
             return
         self.header.show_batch(summary)
-        if run_id is not None:
-            self.overview_page.show_run(run_id)
-        else:
-            self.overview_page.show_batch(batch_id)
         store = self.store
 
         def read() -> tuple[list[TrialSpans], list[str]]:
@@ -356,11 +367,29 @@ class MainWindow(QMainWindow):
                 raise result
             trials, damaged = result
             self.timeline.show_batch(batch_rows(trials))
-            if damaged:
+            if damaged and first:  # said once, not at every refresh of a running batch
                 more = f" ({len(damaged) - 1} more damaged records left out)" if len(damaged) > 1 else ""
                 self.show_error(damaged[0] + more)
 
         self.off_gui.run(read, show)
+
+    def _batch_moved(self) -> None:
+        """Something of the selected batch may have changed (a trial finished, the store moved
+        on, the batch ended): one read for however many changes arrive within a second."""
+        if self.selected_batch is not None and not self._batch_refresh.isActive():
+            self._batch_refresh.start()
+
+    def _refresh_batch(self) -> None:
+        """The selected batch as stored now (our writer first commits what it holds): its
+        header, grid and timeline follow a running batch to its end."""
+        batch_id = self.selected_batch
+
+        def show(_result: object) -> None:
+            if batch_id is not None and self.selected_batch == batch_id and self.selected_trial is None:
+                self._show_batch(batch_id)
+                self.overview_page.refresh()
+
+        self.off_gui.run(lambda: wait_for_writer(self.store), show)
 
     def _jump_to_items(self, phase: str, index: int | None) -> None:
         """A click on a timeline bar opens what it stands for: a turn's trajectory items,
@@ -499,12 +528,8 @@ class MainWindow(QMainWindow):
     def _on_trial_finished(self, trial_id: str, _outcome: str) -> None:
         if trial_id == self.selected_trial:
             self._reload_when_stored(trial_id)
-        elif self.selected_batch is not None and not self._grid_refresh.isActive():
-            self._grid_refresh.start()  # one read for however many trials finish meanwhile
-
-    def _refresh_grid(self) -> None:
-        """The selected batch's grid as stored now: our writer first commits what it holds."""
-        self.off_gui.run(lambda: wait_for_writer(self.store), lambda _r: self.overview_page.refresh())
+        else:
+            self._batch_moved()
 
     def _reload_when_stored(self, trial_id: str, retries: tuple[float, ...] | None = None) -> None:
         """Show a finished trial's record once the store has it. Our own writer may still hold
@@ -568,7 +593,7 @@ class MainWindow(QMainWindow):
     def _on_batch_finished(self, batch_id: str, error: str) -> None:
         self.browser.poll()
         if self.selected_batch == batch_id:
-            self._refresh_grid()
+            self._refresh_batch()
         if error:
             self.show_error(f"Batch {batch_id} failed: {error}")
 
