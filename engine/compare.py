@@ -12,6 +12,13 @@ inserted or a deleted step shifts nothing after it. What a key keeps:
     fileChange  "fileChange" + the path (masked) + the change kind
     message     "message" + the role; never the text, which differs every run
 
+A key is bounded whatever the record holds (an imported record need not keep
+SPEC.md's caps): it keeps KEY_CHARS characters of each text and of the input's
+canonical JSON (LEAF_CHARS of each string in it), written piece by piece
+without recursion, containers past limits.ITEM_DEPTH levels cut to a mark (the
+engine stores none deeper), so a megabyte or a thousand levels of input cost
+what its first KEY_CHARS do.
+
 Masking replaces what differs between two runs of the same step by a
 placeholder, in one pass of one regular expression (earlier rules win):
 
@@ -41,11 +48,13 @@ import bisect
 import json
 import re
 from collections.abc import Hashable, Sequence
-from typing import Literal
+from itertools import islice
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from rapidfuzz.distance import Levenshtein
 
+from . import limits
 from .models import TrajectoryItem, TrialRecord, Validation
 from .text import span_ms
 
@@ -73,18 +82,93 @@ def mask(text: str) -> str:
     return _VOLATILE.sub(_placeholder, text)
 
 
+# What a key keeps of one text or input: all that the engine stores of an item (its text cut to
+# ITEM_TEXT, its input's JSON to TOOL_INPUT, escaping and marks included), no more.
+KEY_CHARS = limits.ITEM_READ
+# Of one string inside an input: so one huge value cannot hide the keys sorted after it.
+LEAF_CHARS = limits.ITEM_TEXT
+
+
+_JSON_STR = json.encoder.encode_basestring  # a str as JSON, not escaped to ASCII (C when it can)
+_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _scalar(value: Any) -> str:
+    """A leaf as json.dumps writes it; never fails, whatever a harness handed over."""
+    if isinstance(value, str):
+        return _JSON_STR(value[:LEAF_CHARS])
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if value.bit_length() < 10_000 else "<n>"  # str() refuses 4,300+ digits
+    if isinstance(value, float):
+        return _FLOATS.get(repr(value), repr(value))
+    try:
+        return _JSON_STR(str(value)[:LEAF_CHARS])
+    except Exception:  # a __str__ that fails
+        return _JSON_STR(type(value).__name__)
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key as json.dumps writes it (1 → "1", None → "null")."""
+    return key if isinstance(key, str) else _scalar(key).strip('"')
+
+
+_RAW, _KEY, _VALUE = 0, 1, 2  # what a stack entry holds: punctuation, a key, a value
+
+
+def canonical(value: Any, limit: int = KEY_CHARS) -> str:
+    """The first `limit` characters of `value` as canonical JSON (sorted keys, compact, as
+    json.dumps writes them), containers deeper than limits.ITEM_DEPTH cut to a mark. Written
+    piece by piece from a stack, never recursing, and only as far as `limit` reaches."""
+    pieces: list[str] = []
+    size = 0
+    todo: list[tuple[int, Any, int]] = [(_VALUE, value, 0)]  # (what, it, depth)
+    while todo and size < limit:
+        what, node, depth = todo.pop()
+        if what == _RAW:
+            piece = node
+        elif what == _KEY:
+            piece = _JSON_STR(node[:LEAF_CHARS]) + ":"
+        elif isinstance(node, (dict, list, tuple)) and depth >= limits.ITEM_DEPTH:
+            piece = _scalar(limits.CUT_DEEP)
+        elif isinstance(node, dict):
+            # Each entry writes at least `"":0,`, so no more than `reach` show. A larger
+            # mapping (never in a stored item) is keyed by its first entries as written.
+            reach = limit // 5 + 1
+            first = sorted(((_key_text(k), v) for k, v in islice(node.items(), reach)),
+                           key=lambda entry: entry[0])
+            todo.append((_RAW, "}", depth))
+            for i, (key, child) in enumerate(reversed(first)):
+                todo.append((_VALUE, child, depth + 1))
+                todo.append((_KEY, key, depth))
+                if i < len(first) - 1:
+                    todo.append((_RAW, ",", depth))
+            piece = "{"
+        elif isinstance(node, (list, tuple)):
+            shown = node[: limit // 2 + 1]  # each element writes at least `0,`
+            todo.append((_RAW, "]", depth))
+            for i, child in enumerate(reversed(shown)):
+                todo.append((_VALUE, child, depth + 1))
+                if i < len(shown) - 1:
+                    todo.append((_RAW, ",", depth))
+            piece = "["
+        else:
+            piece = _scalar(node)
+        pieces.append(piece)
+        size += len(piece)
+    return "".join(pieces)[:limit]
+
+
 def normalise(item: TrajectoryItem) -> str:
     """The key two runs of the same step share (what each kind keeps is above)."""
     if item.kind == "command":
-        return "command\0" + mask(item.command or "")
+        return "command\0" + mask((item.command or "")[:KEY_CHARS])
     if item.kind == "toolCall":
-        # default=str: a harness may hand over anything; the key must never fail.
-        data = json.dumps(item.input, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str)
-        return f"toolCall\0{item.name or ''}\0{mask(data)}"
+        return f"toolCall\0{(item.name or '')[:KEY_CHARS]}\0{mask(canonical(item.input))}"
     if item.kind == "fileChange":
-        return f"fileChange\0{mask(item.path or '')}\0{item.change or ''}"
-    return f"message\0{item.role or ''}"
+        return f"fileChange\0{mask((item.path or '')[:KEY_CHARS])}\0{(item.change or '')[:KEY_CHARS]}"
+    return f"message\0{(item.role or '')[:KEY_CHARS]}"
 
 
 class _Model(BaseModel):

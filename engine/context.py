@@ -1,7 +1,9 @@
 """`c`, the context an eval body receives: send, exec, judge, read_file, write_file, capture.
 
-Every call is a phase of the trial. Calls after the trial was aborted (timeout,
-interrupt) raise `TrialAborted`, which ends the body quietly. The context sees
+Every call is a phase of the trial. A check's phase ends with its matchers'
+verdict, once they have run: when the body starts its next phase, or ends. Calls
+after the trial was aborted (timeout, interrupt) raise `TrialAborted`, which ends
+the body quietly. The context sees
 its trial only through a `TrialRuntime`: the trial runner builds one, and
 nothing here imports the runner.
 """
@@ -19,7 +21,7 @@ from .judge import ask_judge
 from .matchers import ExecResult
 from .models import Artifact, TrajectoryItem, TurnRecord, Validation
 from .phases.diff import tree_diff
-from .recorder import Recorder
+from .recorder import OpenPhase, Recorder
 from .text import clip_line, item_line, plural
 from .redact import holds_password_assignment
 from .sandbox.container import Sandbox, SandboxGone
@@ -71,6 +73,9 @@ class Context:
         self._cumulative = ""
         self._files_changed: list[str] = []
         self._previous_tree = runtime.snapshot
+        # The last check, whose phase ends once its matchers have run (`end_check`).
+        self._open_check: tuple[OpenPhase, Validation] | None = None
+        self._check_lock = threading.Lock()  # the body's thread or, past the timeout, the trial's ends it
 
     # --- helpers ------------------------------------------------------------------
 
@@ -80,6 +85,23 @@ class Context:
 
     def _remaining(self) -> float:
         return max(self._runtime.deadline - time.monotonic(), 0.1)
+
+    def end_check(self) -> None:
+        """End the open check's phase with its verdict: the body has moved on to its next
+        phase, or ended, so the matchers chained on `c.exec` have run. A matcher called on an
+        older result still counts in the outcome, not in its phase's status."""
+        with self._check_lock:
+            open_check, self._open_check = self._open_check, None
+        if open_check is None:
+            return
+        phase, validation = open_check
+        if validation.status != "passed":
+            phase.handle.status = validation.status
+            failed = [a["message"] for a in validation.evidence.get("assertions", []) if not a["passed"]]
+            why = validation.evidence.get("error") or (failed[0] if failed else "")
+            said = f"{validation.status}: {clip_line(why)}" if why else validation.status
+            phase.handle.extras.append(said)
+        self._runtime.recorder.end_phase(phase)
 
     def _sandbox_call(self, fn, *args, **kwargs):
         try:
@@ -94,6 +116,7 @@ class Context:
     def send(self, prompt: str) -> Turn:
         """One agent turn, followed by a diff of the workspace."""
         self._live()
+        self.end_check()
         runtime, rec = self._runtime, self._runtime.recorder
         self._turns += 1
         n = self._turns
@@ -162,8 +185,10 @@ class Context:
                     files_changed=changed, items=items, exit_code=out.exit_code)
 
     def exec(self, command: str, timeout: str | float | None = None) -> ExecResult:
-        """Run a check command in the sandbox; use the matchers on what it returns."""
+        """Run a check command in the sandbox; use the matchers on what it returns. Its phase
+        ends with the matchers' verdict, when the body moves on (`end_check`)."""
         self._live()
+        self.end_check()
         runtime, rec = self._runtime, self._runtime.recorder
         self._checks += 1
         limit = self._remaining()
@@ -171,22 +196,32 @@ class Context:
             limit = min(parse_duration(timeout), limit)
         validation = Validation(kind="command", name=command, status="passed",
                                 evidence={"command": command})
-        with rec.phase("check", index=self._checks, detail=command) as phase:
+        phase = rec.start_phase("check", index=self._checks, detail=command)
+        try:
             out = self._sandbox_call(runtime.sandbox.exec, command, timeout=limit)
-            validation.ms = out.ms
-            validation.evidence.update(stdout=out.stdout, stderr=out.stderr, exit_code=out.exit_code)
-            if out.timed_out:
-                validation.status = "error"
-                validation.evidence["error"] = f"timed out after {limit:.0f}s"
-            phase.text = f"{self._checks} `{clip_line(command)}` exited {out.exit_code}"
+        except BaseException as e:  # stopped (the trial was aborted) or broken: no verdict
+            phase.handle.status = "aborted" if isinstance(e, TrialAborted) else "failed"
+            phase.handle.text = f"{self._checks} `{clip_line(command)}` {phase.handle.status}"
+            rec.end_phase(phase)
+            raise
+        validation.ms = out.ms
+        validation.evidence.update(stdout=out.stdout, stderr=out.stderr, exit_code=out.exit_code)
+        if out.timed_out:
+            validation.status = "error"
+            validation.evidence["error"] = f"timed out after {limit:.0f}s"
+        phase.handle.text = f"{self._checks} `{clip_line(command)}` exited {out.exit_code}"
         rec.add_validation(validation)
+        with self._check_lock:
+            self._open_check = (phase, validation)
         if runtime.aborted.is_set():
+            self.end_check()
             raise TrialAborted()
         return ExecResult(validation, out.exit_code, out.stdout, out.stderr)
 
     def judge(self, criterion: str, threshold: float = 0.5, state: dict[str, Any] | None = None) -> Validation:
         """Ask the judge model whether the work meets `criterion`."""
         self._live()
+        self.end_check()
         rec = self._runtime.recorder
         self._judges += 1
         full_state = {"task": "\n\n".join(self._prompts), "final_message": self._final_message,

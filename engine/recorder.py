@@ -42,6 +42,16 @@ class PhaseHandle:
         return " · ".join([head.strip(), *self.extras])
 
 
+@dataclass
+class OpenPhase:
+    """A phase that has started: its end is `Recorder.end_phase`."""
+
+    name: PhaseName
+    index: int | None
+    start_ms: int
+    handle: PhaseHandle
+
+
 class Recorder:
     def __init__(self, record: TrialRecord, sink: EventSink, redactor: Redactor,
                  since: float | None = None):
@@ -161,25 +171,34 @@ class Recorder:
                              detail=text, summary=f"{text} in {fmt_ms(end_ms - start_ms)}",
                              at=self.t0_epoch_ms + end_ms))
 
+    def start_phase(self, name: PhaseName, index: int | None = None, detail: str = "") -> OpenPhase:
+        """A phase that ends by `end_phase`, not by leaving a block: a check ends once its
+        matchers have run, after `c.exec` has returned."""
+        started = OpenPhase(name, index, self.elapsed_ms(), PhaseHandle(detail=detail))
+        self.emit(PhaseStarted(**self._ids(), phase=name, index=index, detail=detail, at=now_ms()))
+        return started
+
+    def end_phase(self, phase: OpenPhase) -> None:
+        """The phase's one end: its span in the record and its end event say the same."""
+        handle, end = phase.handle, self.elapsed_ms()
+        status = handle.status or "ok"
+        handle.detail = handle.detail or handle.text
+        with self.lock:
+            if not self.closed:
+                self.record.phases.append(PhaseSpan(phase=phase.name, status=status, start_ms=phase.start_ms,
+                                                    end_ms=end, detail=handle.detail, index=phase.index))
+        self.emit(PhaseEnded(**self._ids(), phase=phase.name, index=phase.index, status=status,
+                             duration_ms=end - phase.start_ms, detail=handle.detail,
+                             summary=handle.summary(end - phase.start_ms)))
+
     @contextmanager
     def phase(self, name: PhaseName, index: int | None = None, detail: str = "") -> Iterator[PhaseHandle]:
-        handle = PhaseHandle(detail=detail)
-        start = self.elapsed_ms()
-        self.emit(PhaseStarted(**self._ids(), phase=name, index=index, detail=detail, at=now_ms()))
+        started = self.start_phase(name, index, detail)
         try:
-            yield handle
+            yield started.handle
         except BaseException:
-            handle.status = handle.status or "failed"
-            handle.text = handle.text or "failed"
+            started.handle.status = started.handle.status or "failed"
+            started.handle.text = started.handle.text or "failed"
             raise
         finally:
-            end = self.elapsed_ms()
-            status = handle.status or "ok"
-            handle.detail = handle.detail or handle.text
-            with self.lock:
-                if not self.closed:
-                    self.record.phases.append(PhaseSpan(phase=name, status=status, start_ms=start,
-                                                        end_ms=end, detail=handle.detail, index=index))
-            self.emit(PhaseEnded(**self._ids(), phase=name, index=index, status=status,
-                                 duration_ms=end - start, detail=handle.detail,
-                                 summary=handle.summary(end - start)))
+            self.end_phase(started)

@@ -43,6 +43,7 @@ from .usage import usage_warnings
 
 ABORT_GRACE_S = 3
 SLOT_SPAN_MIN_MS = 50
+SAVED = "saved"  # the record phase's detail, in the stored span and in its end event alike
 
 
 @dataclass
@@ -275,6 +276,8 @@ class Trial:
                 pass
             except BaseException as e:  # the body's own failure is recorded, not raised
                 errors.append(e)
+            finally:
+                context.end_check()  # the last check's matchers have run
 
         self.body_started = True
         thread = threading.Thread(target=body, name=f"body-{self.plan.trial_id}", daemon=True)
@@ -284,6 +287,7 @@ class Trial:
             self._abort()
             thread.join(ABORT_GRACE_S)
             if thread.is_alive():
+                context.end_check()  # stuck after a check: its phase ends before the body is muted
                 with self.recorder.lock:
                     self.recorder.muted.add(thread.ident or 0)
                 self._mark_running_turn_aborted()
@@ -328,7 +332,6 @@ class Trial:
         record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
         record.command_count = sum(i.kind == "command" for i in record.trajectory)
         record.usage_warnings = usage_warnings([t.usage for t in record.turns if t.usage])
-        _mark_failed_checks(record)
         # The cumulative diff is kept once, on the last turn that has one: per turn it would
         # store the same growing diff again and again (a 20 MB diff over 10 turns is 200 MB).
         # None is kept when one turn's own diff is the whole change (a one-turn trial): readers
@@ -348,7 +351,7 @@ class Trial:
                 final = _capped(limits.clean(record), rec.redactor)
                 # The stored record holds its own record span, closed just before the write.
                 final.phases.append(PhaseSpan(phase="record", status="ok", start_ms=start,
-                                              end_ms=rec.elapsed_ms(), detail="saved"))
+                                              end_ms=rec.elapsed_ms(), detail=SAVED))
                 phase.text = f"not saved {final.id}"  # until save() returns: it waits for the commit
                 self.save(final)
             except (ValueError, TypeError, OverflowError, RecursionError) as e:
@@ -358,7 +361,8 @@ class Trial:
                 self.save(final)
                 phase.status = "error"
                 phase.extras = ["saved minimal: the full record could not be written"]
-            phase.text = f"saved {final.id}"
+            # The record's own span says "saved" (its id is the record's); the -v line names it.
+            phase.detail, phase.text = SAVED, f"saved {final.id}"
         rec.emit(TrialFinished(**rec._ids(), outcome=final.outcome, failure=final.failure,  # type: ignore[arg-type]
                                command_count=final.command_count, duration_ms=rec.elapsed_ms()))
         return final
@@ -394,7 +398,9 @@ def outcome_of(void: Void | None, aborted: bool, limit_reason: str | None, phase
         running = [s for s in phases if s.status == "aborted"]
         where = f"{running[-1].phase} {running[-1].index}" if running else None
         if limit_reason is not None:
-            stopped = [s for s in phases if s.status != "ok"]
+            # A check's failed or error status is its verdict, not a phase the limit stopped.
+            stopped = [s for s in phases if s.status != "ok"
+                       and not (s.phase == "check" and s.status in ("failed", "error"))]
             last = stopped[-1] if stopped else None
             where = last and (f"{last.phase} {last.index}" if last.index is not None else last.phase)
             return "fail", Failure(kind="limit", reason=limit_reason, where=where)
@@ -409,16 +415,6 @@ def outcome_of(void: Void | None, aborted: bool, limit_reason: str | None, phase
             where = f"check {checks.index(v) + 1} of {len(checks)}"
             return "fail", Failure(kind="assertion", reason=_check_reason(v), where=where)
     return "pass", None
-
-
-def _mark_failed_checks(record: TrialRecord) -> None:
-    """A check phase ends when its command returns, before its matchers run; its span
-    in the record takes the verdict, so the timeline shows failed checks as failed."""
-    commands = [v for v in record.validations if v.kind == "command"]
-    spans = [s for s in record.phases if s.phase == "check"]
-    for span, validation in zip(spans, commands):
-        if span.status == "ok" and validation.status in ("failed", "error"):
-            span.status = validation.status
 
 
 def _check_validation(error: BaseException, eval_file: Path) -> Validation:

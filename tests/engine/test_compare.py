@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.compare import align, checks, deltas, mask, normalise, turn_files
-from engine.models import TrajectoryItem, TurnRecord, Usage, Validation
-from engine.store import Store
+from engine.limits import USAGE_MAX
+from engine.models import PhaseSpan, Timings, TrajectoryItem, TrialRecord, TurnRecord, Usage, Validation
+from engine.store import Store, StoreError
 from tests.trajectories import cmd, record, steps
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded.db"
@@ -187,3 +189,150 @@ def test_a_real_pass_and_fail_compare(tmp_path):
     assert figures.command_count == failed.command_count - passed.command_count
     assert figures.tokens["input"] == failed.usage.input - passed.usage.input
     assert figures.phases["judge"] < 0  # the fail never reached its judge
+
+
+# --- hostile records: every byte the agent controls is bounded before compare keys it -----------
+
+def timed(fn, *args):
+    """`fn(*args)` and the seconds it took."""
+    started = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - started
+
+
+def tool(value, name: str = "write") -> TrajectoryItem:
+    return TrajectoryItem(kind="toolCall", turn=1, name=name, input=value)
+
+
+def nested(depth: int, leaf) -> list:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def deepest_stored(tmp_path: Path) -> tuple[int, TrialRecord]:
+    """The deepest toolCall input the store writes and reads back (json caps it near the
+    interpreter's recursion limit), and the record as read."""
+    with Store(tmp_path / "deep.db") as store:
+        for depth in range(1000, 0, -10):
+            stored = record([*steps(4), tool(nested(depth, "/tmp/tmp.Xa81Qz/out"))], id=f"t_{depth}")
+            try:
+                store.save_trial(stored).result(timeout=30)
+                back = store.get_trial(stored.id)
+            except (RecursionError, StoreError):
+                continue
+            if back is not None:
+                return depth, back
+    raise AssertionError("the store holds no nested input at all")
+
+
+def test_an_input_nested_as_deep_as_the_store_holds_compares(tmp_path):
+    depth, deep = deepest_stored(tmp_path)
+    assert depth >= 500
+    other = deep.model_copy(update={"id": "t_b", "trajectory": [
+        *deep.trajectory[:4], tool(nested(depth, "/tmp/tmp.9bLmQ2/out"))]})
+    comparison, took = timed(align, deep, other)
+    assert comparison.first_divergence is None and took < 1  # its temp folder is volatile
+    # Deeper than any store holds, built in memory: still a key, and the shallow input differs.
+    deeper = tool(nested(100_000, "x"))
+    assert len(normalise(deeper)) < 20_000
+    comparison = align(record([deeper]), record([tool(["x"])], id="t_b"))
+    assert comparison.first_divergence == 0 and comparison.rows[0].kind == "changed"
+
+
+def test_a_megabyte_input_or_command_is_keyed_by_a_bounded_part():
+    big = {"path": "/tmp/tmp.Xa81Qz/out", "data": "x" * 1_000_000}
+    moved = {"path": "/tmp/tmp.9bLmQ2/out", "data": "x" * 1_000_000}
+    keys = {f"k{i}": i for i in range(100_000)}  # about 1.3 MB of JSON in many small parts
+    assert len(normalise(tool(big))) < 20_000 and len(normalise(tool(keys))) < 20_000
+    huge = TrajectoryItem(kind="command", turn=1, command="echo " + "y" * 1_000_000)
+    assert len(normalise(huge)) < 20_000
+    # Ten of each a side (the same objects: no more memory): about as fast as small ones.
+    a = record([tool(big), tool(keys), huge] * 10)
+    b = record([tool(moved), tool(keys), huge] * 10, id="t_b")
+    comparison, took = timed(align, a, b)
+    assert comparison.first_divergence is None, "the temp folder's name is volatile"
+    assert took < 1.0, f"{took:.2f}s"
+    # What is kept still tells steps apart: a different path after the megabyte of data is one.
+    other = record([tool({**big, "path": "src/other.py"}), tool(keys), huge] * 10, id="t_c")
+    assert align(a, other).first_divergence == 0
+
+
+def test_nul_lone_surrogates_and_binary_text_compare_without_error():
+    odd = "cat \x00\x01\x7f\ufffd \ud800 \udfff" + bytes(range(256)).decode("latin-1")
+    items = [TrajectoryItem(kind="command", turn=1, command=odd, output=odd),
+             tool({odd: [odd, "\ud83d"]}, name=odd),
+             TrajectoryItem(kind="fileChange", turn=1, path=odd, change=odd),
+             TrajectoryItem(kind="message", turn=1, role=odd, text=odd)]
+    path = odd.replace("\n", "")  # one line, as a diff header holds it
+    a = record(items, turns=[TurnRecord(index=1, prompt=odd, status="completed", ms=1,
+                                        diff=diff(path, "+\x00\ud800"), files_changed=[path])],
+               validations=[Validation(kind="command", name=odd, status="passed")])
+    b = record([*items[:2], TrajectoryItem(kind="command", turn=1, command=odd + "\udc00"), *items[2:]],
+               id="t_b", validations=[Validation(kind="command", name=odd, status="failed")])
+    assert align(a, a.model_copy(update={"id": "t_c"})).first_divergence is None
+    comparison = align(a, b)
+    assert comparison.first_divergence == 2 and comparison.rows[2].kind == "only_b"
+    [files] = turn_files(a, b)
+    assert files.paths("only_a") == [path]
+    assert checks(a, b).first_difference == 0
+
+
+def test_odd_numbers_in_inputs_usage_and_timings_compare_without_error():
+    numbers = {"nan": float("nan"), "inf": float("-inf"), "big": 10**5000, 1: "an int key", None: 0}
+    a = record([tool(numbers)], usage=Usage(input=10**30, output=-5, reasoning=10**30),
+               timings=Timings(agent_ms=10**30, setup_ms=-(10**30)), command_count=10**30,
+               phases=[PhaseSpan(phase="turn", index=1, status="ok", start_ms=-(10**30), end_ms=10**30)],
+               started_at="NaN", finished_at="2026-11-30T21:17:18.500Z")
+    b = record([tool(dict(numbers))], id="t_b", started_at="2026-11-30T21:17:16.000Z",
+               finished_at="9999-99-99T99:99:99Z")
+    assert align(a, b).first_divergence is None  # NaN is the same step on both sides
+    assert align(a, record([tool({"nan": 1})], id="t_c")).first_divergence == 0
+    figures = deltas(a, b)
+    assert figures.duration_ms is None and figures.command_count == -(10**30)
+    assert figures.tokens["input"] == -USAGE_MAX and figures.tokens["reasoning"] is None
+    assert figures.timings["agent_ms"] == -(10**30) and figures.phases["turn"] == -2 * 10**30
+
+
+def test_ten_thousand_identical_items_align_at_once():
+    same = [cmd("pytest -q")] * 10_000
+    comparison, took = timed(align, record(same), record(same, id="t_b"))
+    assert comparison.first_divergence is None and len(comparison.rows) == 10_000
+    inserted = same[:5_000] + [cmd("rm -rf build")] + same[5_000:]
+    comparison, took_too = timed(align, record(same), record(inserted, id="t_b"))
+    assert comparison.divergences == [5_000] and comparison.rows[5_000].kind == "only_b"
+    many = [check("pytest -q", "passed")] * 10_000
+    result, took_checks = timed(checks, record([], validations=many),
+                                record([], id="t_b", validations=many))
+    assert result.first_difference is None and len(result.pairs) == 10_000
+    assert took + took_too + took_checks < 2.0
+
+
+def test_an_empty_trajectory_against_a_long_one():
+    turns = [TurnRecord(index=i, prompt="p", status="completed", ms=1, diff=diff(f"f{i}.py", "+x"),
+                        files_changed=[f"f{i}.py"]) for i in range(1, 101)]
+    long = record(steps(10_000), validations=[check("lint", "passed")], turns=turns)
+    empty = record([], id="t_b")
+    for a, b, side in ((empty, long, "only_b"), (long, empty, "only_a")):
+        comparison = align(a, b)
+        assert comparison.first_divergence == 0 and comparison.divergences == [0]
+        assert len(comparison.rows) == 10_000 and {row.kind for row in comparison.rows} == {side}
+        assert len(turn_files(a, b)) == 100 and checks(a, b).first_difference == 0
+        assert deltas(a, b).command_count == 0
+    nothing = align(empty, empty.model_copy(update={"id": "t_c"}))
+    assert nothing.rows == [] and nothing.first_divergence is None and nothing.divergences == []
+
+
+def test_a_megabyte_of_diff_headers_sorts_into_files_at_once():
+    def turn(diff_text: str) -> TurnRecord:
+        return TurnRecord(index=1, prompt="p", status="completed", ms=1, diff=diff_text)
+
+    many = "".join(f"diff --git a/f{i} b/f{i}\n+x\n" for i in range(40_000))  # 1.2 MB
+    other = many.replace("+x", "+y")
+    long_path = "z" * 1_000_000
+    a = record([], turns=[turn(many)])
+    b = record([], id="t_b", turns=[turn(other + f"diff --git a/{long_path} b/{long_path}\n+z\n")])
+    [files], took = timed(turn_files, a, b)
+    assert len(files.paths("different")) == 40_000 and files.paths("only_b") == [long_path]
+    assert took < 2.0

@@ -59,14 +59,19 @@ def runtime(sandbox, deadline_in: float = 60) -> tuple[TrialRuntime, list]:
 def test_a_check_is_recorded_through_the_runtime_recorder():
     sandbox = ExecOnly(exit_code=3)
     rt, events = runtime(sandbox, deadline_in=30)
-    result = Context(rt).exec("pytest -q", timeout="2m")
+    context = Context(rt)
+    result = context.exec("pytest -q", timeout="2m")
     assert result.exit_code == 3 and result.stdout == "out\n"
+    assert [e.type for e in events] == ["phase_started"]  # open until its matchers have run
+    result.to_succeed()
+    context.end_check()  # the body moved on
     [(command, timeout)] = sandbox.commands
     assert command == "pytest -q" and 29 < timeout <= 30  # the trial's deadline bounds the check's own
     [validation] = rt.recorder.record.validations
     assert validation.name == "pytest -q" and validation.evidence["exit_code"] == 3
-    assert [(s.phase, s.index) for s in rt.recorder.record.phases] == [("check", 1)]
-    assert [e.type for e in events] == ["phase_started", "phase_ended"]
+    assert [(s.phase, s.index, s.status) for s in rt.recorder.record.phases] == [("check", 1, "failed")]
+    assert [e.type for e in events] == ["phase_started", "phase_ended"] and events[1].status == "failed"
+    assert events[1].summary.endswith("· failed: exited 3")
 
 
 def test_a_context_whose_trial_was_aborted_ends_the_body():
