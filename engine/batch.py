@@ -306,7 +306,7 @@ class Engine:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():
                 trial.cancel("the batch was interrupted")
-            self.store.mark_trial_running(trial_plan.trial_id, utc_now())
+            self.store.mark_trial_running(trial_plan.trial_id, trial.started_at)  # after its slot wait
             record = None
             try:
                 record = trial.run()

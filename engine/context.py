@@ -232,8 +232,8 @@ class Context:
             score = validation.evidence.get("judgment", {}).get("score")
             phase.text = f"{self._judges} {validation.status}" + (
                 f" · score {score:.2f} vs {threshold:.2f}" if score is not None else "")
-            if validation.status == "error":
-                phase.extras = [validation.evidence.get("error", "")]
+            if validation.status == "error":  # no verdict: the phase itself went wrong
+                phase.status, phase.extras = "error", [validation.evidence.get("error", "")]
         rec.add_validation(validation)
         return validation
 

@@ -2,8 +2,9 @@
 
 The reply's message content must be `{"score": 0..1, "reasoning": "…"}`; a reply
 that is not is retried, then the verdict is an error (the trial fails with kind
-`judge`). The evidence keeps the prompt, every raw response, the provider's
-metadata and the parsed judgment.
+`judge`) whose `error` names the cause: "judge unreachable: connection refused at
+127.0.0.1:9", an HTTP status, or replies with no score. The evidence keeps the
+prompt, every raw response, the provider's metadata and the parsed judgment.
 """
 
 from __future__ import annotations
@@ -59,6 +60,31 @@ def parse_judgment(content: str) -> dict[str, Any] | None:
     return None
 
 
+def _no_answer(error: httpx.HTTPError, address: str, timeout: float) -> str:
+    """Why a request got no answer, as a reason says it: "judge unreachable: connection
+    refused at 127.0.0.1:9"."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, httpx.ConnectTimeout):
+        return f"judge unreachable: connection timed out at {address}"
+    if isinstance(error, httpx.TimeoutException):
+        return f"judge did not answer within {timeout:g}s at {address}"
+    if isinstance(error, httpx.ConnectError):
+        lowered = text.lower()
+        if "refused" in lowered:
+            text = "connection refused"
+        elif any(w in lowered for w in ("name or service", "nodename", "name resolution", "getaddrinfo")):
+            text = "its host name does not resolve"
+        return f"judge unreachable: {limits.quote(text, 160)} at {address}"
+    return f"judge request failed at {address}: {type(error).__name__}: {limits.quote(text, 160)}"
+
+
+def _address(url: str) -> str:
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host  # an IPv6 address
+    return f"{host}:{port}"
+
+
 def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
               state: dict[str, Any], budget_s: float | None = None,
               redactor: Redactor | None = None) -> Validation:
@@ -83,9 +109,12 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
     evidence.update(prompt=prompt, model=config.model, responses=[])
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     url = config.base_url.rstrip("/") + "/chat/completions"
+    timeout = min(config.timeout, budget_s or config.timeout)
+    cause: str | None = None  # why the last attempt got no answer, as the reason says it
+    problem = ""  # what was wrong with the last answer
     started = time.monotonic()
     ends = started + (budget_s if budget_s is not None else float("inf"))
-    with httpx.Client(timeout=min(config.timeout, budget_s or config.timeout)) as client:
+    with httpx.Client(timeout=timeout) as client:
         for attempt in range(config.retries + 1):
             if attempt:
                 pause = min(0.5 * 2 ** (attempt - 1), 8)
@@ -96,10 +125,14 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
                 response = client.post(url, json=request, headers=headers)
             except httpx.HTTPError as e:
                 evidence["responses"].append({"error": f"{type(e).__name__}: {e}"})
+                cause = _no_answer(e, _address(url), timeout)
                 continue
             entry: dict[str, Any] = {"status": response.status_code, "raw": response.text}
             evidence["responses"].append(entry)
             if response.status_code >= 400:
+                said = limits.quote(" ".join(response.text.split()), 160)
+                cause = f"judge answered HTTP {response.status_code} at {_address(url)}" + (
+                    f": {said}" if said else "")
                 if response.status_code == 429 or response.status_code >= 500:
                     continue
                 break  # a 4xx other than 429 will not get better by asking again
@@ -107,17 +140,20 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
                 body = response.json()
                 content = body["choices"][0]["message"]["content"] or ""
             except (ValueError, KeyError, IndexError, TypeError):
+                cause, problem = None, "its reply is not a chat completion"
                 continue
             evidence["metadata"] = {k: body.get(k) for k in ("id", "model", "usage", "system_fingerprint")
                                     if body.get(k) is not None}
             judgment = parse_judgment(content)
             if judgment is None:
                 entry["problem"] = "reply is not a JSON object with a score from 0 to 1"
+                cause, problem = None, entry["problem"]
                 continue
             evidence["judgment"] = judgment
             validation.status = "passed" if judgment["score"] >= threshold else "failed"
             break
     validation.ms = int((time.monotonic() - started) * 1000)
     if validation.status == "error" and "error" not in evidence:
-        evidence["error"] = f"no usable verdict after {len(evidence['responses'])} attempts"
+        evidence["error"] = cause or (f"judge gave no usable verdict after {len(evidence['responses'])} "
+                                      f"attempts" + (f": {problem}" if problem else ""))
     return validation

@@ -179,6 +179,9 @@ class TrialRecord(_Model):
     outcome: Outcome | None = None  # None while the trial runs
     failure: Failure | None = None
     void_fields: list[str] = Field(default_factory=list)
+    # When it began waiting for a concurrency slot; `started_at` is its first phase's start,
+    # after that wait, and phase spans count from it (a slot wait's span ends at 0).
+    queued_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
     timings: Timings = Field(default_factory=Timings)

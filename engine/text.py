@@ -27,10 +27,13 @@ def utc_now() -> str:
 
 
 def fmt_ms(ms: int | float | None) -> str:
-    """A duration as people read it: 33ms, 4.1s, 41s, 2m05s, 1h02m; `—` for none."""
+    """A duration as people read it: 33ms, 4.1s, 41s, 2m05s, 1h02m; `—` for none; −5.4s
+    before a trial's start (the wait for a slot)."""
     if ms is None:
         return "—"
     ms = int(ms)
+    if ms < 0:
+        return "−" + fmt_ms(-ms)
     if ms < 1000:
         return f"{ms}ms"
     if ms < 60_000:
@@ -43,8 +46,9 @@ def fmt_ms(ms: int | float | None) -> str:
     return f"{h}h{m:02d}m"
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 file`, `3 files`; `many` for a word whose plural is not word + s (`sandboxes`)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def span_ms(started_at: str | None, finished_at: str | None) -> int | None:

@@ -86,7 +86,9 @@ class Trial:
         self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values)
         record = plan.empty_record(host=host_name)
         redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
-        self.recorder = Recorder(record, sink, redactor, since=queued_at)
+        # The trial starts now, its slot found: spans count from here, the wait lies before 0.
+        self.recorder = Recorder(record, sink, redactor)
+        self.queued_at = self.recorder.t0 if queued_at is None else min(queued_at, self.recorder.t0)
         self.harness = make_harness(plan.variant)
         self.sandbox: Sandbox | None = None
         self.snapshot: Tree = Tree()  # names and hashes; contents in the sandbox's tree folder
@@ -97,6 +99,11 @@ class Trial:
         self.limit_reason: str | None = None  # a sandbox limit ended the trial
         self.body_started = False
         self.timeout_s = self.case.timeout or self.config.defaults.timeout
+
+    @property
+    def started_at(self) -> str:
+        """When the trial's own work starts, after any wait for a slot (the record's `started_at`)."""
+        return iso_ms(self.recorder.t0_epoch_ms)
 
     @property
     def record(self) -> TrialRecord:
@@ -137,13 +144,14 @@ class Trial:
 
     def run(self) -> TrialRecord:
         rec, record = self.recorder, self.record
-        record.started_at = iso_ms(rec.t0_epoch_ms)  # when it was queued: spans count from here
+        waited = int((rec.t0 - self.queued_at) * 1000)
+        record.queued_at, record.started_at = iso_ms(rec.t0_epoch_ms - waited), self.started_at
         sources = [self.case.file] + ([self.config.path] if self.config.path else [])
         record.source = limits.cap_source({str(p): p.read_text(errors="replace") for p in sources})
+        # Started first, so a live view counts from the real start; the wait's span ends at 0.
         rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id, at=rec.t0_epoch_ms))
-        waited = rec.elapsed_ms()
         if waited >= SLOT_SPAN_MIN_MS:  # below that it is scheduling, not waiting
-            rec.past_span("slot", 0, waited, "waited for a free slot")
+            rec.past_span("slot", -waited, 0, "waited for a free slot")
         void: Void | None = None
         try:
             self._prepare()
@@ -375,7 +383,7 @@ class Trial:
         return TrialRecord(
             id=r.id, batch_id=r.batch_id, run_id=r.run_id, case_id=r.case_id, variant=r.variant,
             trial=r.trial, trigger=r.trigger, tags=r.tags, host=r.host, image=r.image,
-            started_at=r.started_at, finished_at=r.finished_at, outcome="infra_error",
+            queued_at=r.queued_at, started_at=r.started_at, finished_at=r.finished_at, outcome="infra_error",
             failure=Failure(kind="infra", reason=why, where="record"),
             void_fields=["turns", "trajectory", "validations", "usage"])
 
@@ -413,6 +421,8 @@ def outcome_of(void: Void | None, aborted: bool, limit_reason: str | None, phase
                 j = validations.index(v) + 1
                 return "fail", Failure(kind="judge", reason=_judge_reason(v), where=f"judge {j}")
             where = f"check {checks.index(v) + 1} of {len(checks)}"
+            if v.kind == "check" and v.status == "error":  # the eval's own bug: where it is
+                where = v.name
             return "fail", Failure(kind="assertion", reason=_check_reason(v), where=where)
     return "pass", None
 
@@ -428,6 +438,12 @@ def _check_validation(error: BaseException, eval_file: Path) -> Validation:
 
 
 def _check_reason(v: Validation) -> str:
+    if v.kind == "check" and v.status == "error":
+        # An exception in the eval body is the check's error, not the agent's failure: it
+        # reads as the Evidence card shows it, on one line.
+        exception, message = v.evidence.get("exception"), str(v.evidence.get("message", ""))
+        said = limits.quote(" ".join(message.split()), 200)
+        return f"check error at {v.name}: {exception}" + (f": {said}" if message != exception else "")
     if v.kind == "check":
         return f"{v.evidence.get('exception')} at {v.name}: {v.evidence.get('message')}"
     if "error" in v.evidence:
@@ -446,7 +462,9 @@ def _judge_reason(v: Validation) -> str:
     if judgment:
         return (f"judge scored {judgment['score']:.2f}, below {v.evidence.get('threshold')} "
                 f"for {v.name!r}")
-    return f"judge call failed: {v.evidence.get('error', 'no verdict')}"
+    error = str(v.evidence.get("error", "no verdict"))
+    # The judge's own reasons name it ("judge unreachable: …"); the others say whose call failed.
+    return error if error.startswith("judge ") else f"judge call failed: {error}"
 
 
 def _timings(record: TrialRecord):

@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor, QFont
 from engine.compare import Comparison, RowKind
 from engine.models import TrajectoryItem, TrialRecord
 from studio.theme import AMBER, OUTCOME_COLOUR, mono_font
+from studio.widgets import visible
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -47,7 +48,12 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def item_summary(item: TrajectoryItem) -> str:
-    """The line a step is known by: `$ command`, `tool name`, `path (change)`, `role: text`."""
+    """The line a step is known by: `$ command`, `tool name`, `path (change)`, `role: text`;
+    agent text as it is, never as it would act (studio.widgets.visible)."""
+    return visible(_summary(item))
+
+
+def _summary(item: TrajectoryItem) -> str:
     if item.kind == "command":
         code = "" if item.exit_code in (0, None) else f"  → exit {item.exit_code}"
         return f"$ {_one_line(item.command or '')}{code}"

@@ -31,7 +31,7 @@ from studio.theme import (
 )
 from studio.widgets import (
     MUTED, ElidedLabel, empty_state, failure_line, make_table, muted_colour, outcome_pill,
-    table_item,
+    table_item, visible,
 )
 
 FILE_STATUS_WORDS: dict[FileStatus, str] = {"only_a": "only in A", "only_b": "only in B",
@@ -95,7 +95,9 @@ class PhaseStrip(QWidget):
         self.setMinimumHeight(2 * self.ROW_PX + 60)
 
     def set_phases(self, a: list[PhaseSpan], b: list[PhaseSpan]) -> None:
-        self.sides = [("A", a), ("B", b)]
+        # The axis is each trial's own time from its start: the wait for a slot before it
+        # (a span below 0) is not the trial's, and would be drawn over the labels.
+        self.sides = [(side, [p for p in spans if p.end_ms > 0]) for side, spans in (("A", a), ("B", b))]
         self.update()
 
     @property
@@ -240,7 +242,7 @@ class FilesPane(QWidget):
             parent.setFlags(parent.flags() & ~Qt.ItemFlag.ItemIsSelectable)
             self.tree.addTopLevelItem(parent)
             for delta in turn.files:
-                child = QTreeWidgetItem([f"{_FILE_GLYPH[delta.status]} {delta.path}",
+                child = QTreeWidgetItem([f"{_FILE_GLYPH[delta.status]} {visible(delta.path)}",
                                          FILE_STATUS_WORDS[delta.status]])
                 child.setData(0, Qt.ItemDataRole.UserRole, delta)
                 child.setFont(0, mono_font())
@@ -267,8 +269,8 @@ class FilesPane(QWidget):
         delta = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
         if delta is None:
             return
-        self.a_diff.setPlainText(delta.a_diff or f"A did not change {delta.path} in this turn.")
-        self.b_diff.setPlainText(delta.b_diff or f"B did not change {delta.path} in this turn.")
+        self.a_diff.setPlainText(visible(delta.a_diff or f"A did not change {delta.path} in this turn."))
+        self.b_diff.setPlainText(visible(delta.b_diff or f"B did not change {delta.path} in this turn."))
 
 
 # --- the panel ----------------------------------------------------------------------------------

@@ -151,6 +151,10 @@ def test_a_row_summary_names_the_step():
         == 'edit {"path": "a.py"}'
     assert item_summary(TrajectoryItem(kind="fileChange", turn=1, path="a.py", change="add")) == "a.py (add)"
     assert item_summary(TrajectoryItem(kind="message", turn=1, role="user", text="hi\nthere")) == "user: hi"
+    # Agent text shown as it is, never as it would act: a right-to-left override, a colour code.
+    assert item_summary(TrajectoryItem(kind="fileChange", turn=1, path="\u202etxt.exe", change="add")) \
+        == "⟨U+202E⟩txt.exe (add)"
+    assert item_summary(cmd("\x1b[31mrm -rf /\x1b[0m")) == "$ rm -rf /"
 
 
 def test_checks_paired_by_name_mark_a_check_only_one_side_ran(view):
