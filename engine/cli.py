@@ -1,4 +1,4 @@
-"""`proctor …`: run, ls, show, replay, cleanup.
+"""`proctor …`: run, ls, rm, show, replay, cleanup.
 
 Exit status: 0 every scored trial passed; 1 a trial failed; 3 infra errors and
 no failures; 2 a usage or eval-file error; 130 interrupted.
@@ -24,12 +24,15 @@ from .config import find_config, load_config
 from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
 from .models import BatchSummary
 from .replay import delays, replay_events
-from .text import fmt_ms
+from .text import fmt_ms, plural
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
 from .store import Store, StoreError, default_store_path
+from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batches
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+OUTCOMES = ("pass", "fail", "infra_error", "skipped", RUNNING)  # RUNNING: no outcome yet
+LS_LIMIT = 20  # batches `ls` lists unless told
 GLYPH = {"pass": "✓", "fail": "✗", "infra_error": "○", "skipped": "–"}
 
 
@@ -86,10 +89,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the batch as JSON when it ends")
     run.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
 
-    ls = command("ls", cmd_ls, "batches, runs and trials in the store")
+    ls = command("ls", cmd_ls, "batches, runs and trials in the store, newest first")
     ls.add_argument("--batch", help="one batch")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--limit", type=_whole(), default=20)
+    ls.add_argument("--json", action="store_true", help="print whole batches as JSON")
+    ls.add_argument("--limit", type=_whole(), default=LS_LIMIT,
+                    help=f"at most N batches (default {LS_LIMIT})")
+    ls.add_argument("--outcome", action="append", dest="outcomes", choices=OUTCOMES,
+                    help="only batches holding a trial with this outcome, and only such trials "
+                         "(repeatable)")
+    ls.add_argument("--case", action="append", dest="cases", metavar="ID",
+                    help="only batches holding a trial of this case, and only its trials "
+                         "(repeatable)")
+
+    rm = command("rm", cmd_rm, "delete batches from the store, with their runs, trials and events")
+    rm.add_argument("batch_ids", nargs="+", metavar="ID",
+                    help="a batch id, or a unique start of one")
+    rm.add_argument("-y", "--yes", action="store_true", help="do not ask first")
 
     show = command("show", cmd_show, "one trial's record")
     show.add_argument("trial_id")
@@ -313,13 +328,20 @@ def _print_grid(summary: BatchSummary) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _open_store(args)
     damaged: list[str] = []
+    flt = BrowseFilter(outcomes=frozenset(args.outcomes or ()), cases=frozenset(args.cases or ()))
+    total = 0
     try:
         if args.batch:
             one = store.batch_summary(args.batch, damaged=damaged)
             if one is None:
                 raise UserError(f"no batch {args.batch} in {store.path}")
             batches = [one]
+        elif flt.active:
+            total = count_batches(store, flt)
+            page = batches_page(store, flt, Sort("started", True), limit=min(args.limit, total))
+            batches = [b for item in page if (b := _summary(store, item.id, damaged))]
         else:
+            total = count_batches(store)
             batches = store.list_batches(limit=args.limit, damaged=damaged)
     finally:
         store.close()
@@ -331,18 +353,84 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([b.model_dump(mode="json") for b in batches], indent=2))
         return EXIT_OK
-    if not batches:
+    if not batches and flt.active:
+        print(f"no batch in {store.path} holds {_picked(flt)}")
+    elif not batches:
         print(f"no batches in {store.path} yet: run `proctor run examples/demo -v`")
     for batch in batches:
         print(f"{batch.batch_id}  {batch.trigger:<6} {batch.status:<11} {batch.started_at or ''}")
         for run in batch.runs:
+            if flt.cases and run.case_id not in flt.cases:
+                continue
+            trials = [t for t in run.trials
+                      if not flt.outcomes or (t.outcome or RUNNING) in flt.outcomes]
+            if flt.outcomes and not trials:
+                continue
             d = run.distribution
             rate = "—" if d.pass_rate is None else f"{d.pass_rate:.0%}"
             print(f"  {run.case_id} · {run.variant}  {rate}")
-            for t in run.trials:
+            for t in trials:
                 reason = f"  {t.failure.kind}: {t.failure.reason}" if t.failure else ""
                 print(f"    {GLYPH.get(t.outcome or '', '●')} {t.id}  #{t.trial} {t.outcome or 'running'}{reason}")
+    if (more := total - args.limit) > 0 and not args.batch:
+        print(f"… and {plural(more, 'older batch', 'older batches')}: "
+              f"`--limit {total}` lists them all")
     return EXIT_OK
+
+
+def _summary(store: Store, batch_id: str, damaged: list[str]) -> BatchSummary | None:
+    """One listed batch, or None (named in `damaged`) when its row cannot be read."""
+    try:
+        return store.batch_summary(batch_id, damaged=damaged)
+    except StoreError:
+        damaged.append(f"batch {batch_id}")
+        return None
+
+
+def _picked(flt: BrowseFilter) -> str:
+    """What the filter asks for, in words: `a trial that is fail or skipped, of case greet`."""
+    words = []
+    if flt.outcomes:
+        words.append("that is " + " or ".join(sorted(flt.outcomes)))
+    if flt.cases:
+        words.append("of case " + " or ".join(sorted(flt.cases)))
+    return "a trial " + ", ".join(words)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    try:
+        batches = {}
+        for given in args.batch_ids:
+            batch = store.batch_summary(given)
+            if batch is None:
+                raise UserError(f"no batch {given} in {store.path}: nothing deleted")
+            if batch.status == "running":
+                raise UserError(f"batch {batch.batch_id} is running: stop it first (Ctrl-C its "
+                                "`proctor run`, or Stop in the studio); nothing deleted")
+            batches[batch.batch_id] = batch
+        trials = sum(len(run.trials) for b in batches.values() for run in b.runs)
+        what = (f"{', '.join(batches)} ({plural(len(batches), 'batch', 'batches')}, "
+                f"{plural(trials, 'trial')})")
+        if not args.yes and not _confirmed(f"delete {what} from {store.path}?"):
+            _say("nothing deleted")
+            return EXIT_FAIL
+        deleted = store.delete_batches(list(batches))
+    finally:
+        store.close()
+    print(f"deleted {what}" if deleted == len(batches) else
+          f"deleted {plural(deleted, 'batch', 'batches')} of {what}: the others were gone already")
+    return EXIT_OK
+
+
+def _confirmed(question: str) -> bool:
+    """Ask on the terminal; without one, refuse in one line rather than guess."""
+    if not sys.stdin.isatty():
+        raise UserError(f"not deleting without asking, and there is no terminal to ask on: "
+                        f"add --yes to {question.rstrip('?')}")
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -151,37 +151,65 @@ _PEM_END = rb"(?<=-----)END " + _PEM_HEADER
 _PEM_REST = rb"(?:[^-]++|-++(?!" + _PEM_END + rb"))*+(?:-++" + _PEM_END + rb"|\Z)"
 _PEM_TAIL = re.compile(_PEM_REST)
 
-# A value that is a word of these, not a path, variable, template, placeholder or list.
-_VALUE_CHAR = rb"[^\s\"'`,;&|<>(){}\[\]\\]"
-_VALUE_FIRST = rb"[^\s\"'`,;&|<>(){}\[\]\\$%=:#*/~.]"
-_NOT_A_VALUE = (rb"(?i:true|false|yes|no|on|off|none|null|nil|undefined|enabled|disabled|default|"
-                rb"required|optional|string|bytes|password|passwd|secret)(?!" + _VALUE_CHAR + rb")")
+# A value that is a word of these, not a path, variable, template, placeholder or list; a
+# terminal's escape (ESC) ends it, as a colour code often follows.
+_VALUE_CHAR = rb"[^\s\"'`,;&|<>(){}\[\]\\\x1b]"
+_VALUE_FIRST = rb"[^\s\"'`,;&|<>(){}\[\]\\\x1b$%=:#*/~.]"
+# Words that are no value: placeholders, type names (`password: str`) and numbers up to 3
+# digits (`MIN_SECRET = 4`); a 1-character password is still one (`PASSWORD: x`).
+_NO_VALUE = (rb"(?i:true|false|yes|no|on|off|none|null|nil|undefined|enabled|disabled|default|"
+             rb"required|optional|string|bytes|password|passwd|secret|str|int|float|bool|"
+             rb"boolean|any|object|number|char|dict|list|tuple|[iu](?:8|16|32|64|size)|"
+             rb"[0-9]{1,3})")
+_NOT_A_VALUE = _NO_VALUE + rb"(?!" + _VALUE_CHAR + rb")"
+_STRING_PREFIX = rb"(?i:[fbru]|rb|br|fr|rf)[\"']"  # `password = f"{…}"` is code
+# Blanks and terminal codes (colours, erase line) where a name meets its operator or value:
+# `grep --color` prints `\x1b[01;31m\x1b[Kpassword\x1b[m\x1b[K=…`; source and JSON text write
+# the escape as `\033`, `\x1b`, `\e` or `\u001b`. Bounded, each possessive.
+_ESC = rb"(?:\x1b|\\(?:033|x1[bB]|e|u001[bB]))"
+_CSI = _ESC + rb"\[[0-9;]{0,16}+[A-Za-z]"
+_GAP = rb"(?:[ \t]{0,16}+" + _CSI + rb"){0,4}+[ \t]{0,16}+"
+_GAP_RE2 = rb"(?:[ \t]|" + _ESC + rb"\[[0-9;]*[A-Za-z])*"
+_OPERATOR = rb"(?::=|=>|[:=]|%3[Dd])"  # %3D: a query inside a URL-encoded one
 _IN_QUOTES = {q: rb"(?:[^%s\\\n]|\\.)" % q for q in (b'"', b"'")}
 _IN_ESCAPED_QUOTES = rb'(?:[^"\\\n]|\\[^"\n])'  # JSON inside JSON: \"…\"
-_WORD_VALUE = rb"(?<![\"'])(?!" + _NOT_A_VALUE + rb")" + _VALUE_FIRST + _VALUE_CHAR + rb"{3}" \
-    + _VALUE_CHAR + rb"*+"
+# A value of 4 characters or more; a shorter one only where it ends the assignment: its closing
+# quote, or for a word the end of the line or a delimiter, not more words (`secret: The key`).
+_WORD_VALUE = (rb"(?<![\"'])(?!" + _NOT_A_VALUE + rb")(?!" + _STRING_PREFIX + rb")" + _VALUE_FIRST
+               + rb"(?:" + _VALUE_CHAR + rb"{3}" + _VALUE_CHAR + rb"*+|" + _VALUE_CHAR
+               + rb"{0,2}+(?!" + _VALUE_CHAR + rb")(?![ \t]++[^\s]))")
+
+
+def _quoted(char: bytes, close: bytes) -> bytes:
+    """A quoted value of `char`s: 4 or more, or 1 to 3 that its closing quote ends."""
+    return (char + rb"{4}" + char + rb"*+|(?!" + _NO_VALUE + close + rb")" + char + rb"{1,3}+(?="
+            + close + rb")")
+
+
 # Group 1: the name's rest, the operator and an opening quote; group 2: the value; group 3: a
 # value followed by "(" or "[", which is code (`password = getpass()`): matched, so that re
 # moves past it in one step, but left readable. A value's look-behind checks the quote group 1
 # ended with.
 _ASSIGNED = (
     rb"(?:[_.\-][A-Za-z0-9_.\-]{0,64}+|[A-Z][A-Za-z0-9_.\-]{0,64}+)?"  # DB_PASSWORD_FILE, secretKey
-    rb"(?:\\?[\"'])?[ \t]{0,16}+(?::=|=>|[:=])[ \t]{0,16}+(?:\\\"|\"|'|))"
+    rb"(?:\\?[\"'])?" + _GAP + _OPERATOR + _GAP + rb"(?:\\\"|\"|'|))"
     rb"(?:("
-    + rb'(?<=\\")' + _IN_ESCAPED_QUOTES + rb"{4}" + _IN_ESCAPED_QUOTES + rb"*+"
-    + rb'|(?<!\\")(?<=")' + _IN_QUOTES[b'"'] + rb"{4}" + _IN_QUOTES[b'"'] + rb"*+"
-    + rb"|(?<=')" + _IN_QUOTES[b"'"] + rb"{4}" + _IN_QUOTES[b"'"] + rb"*+"
+    + rb'(?<=\\")(?:' + _quoted(_IN_ESCAPED_QUOTES, rb'\\"') + rb")"
+    + rb'|(?<!\\")(?<=")(?:' + _quoted(_IN_QUOTES[b'"'], b'"') + rb")"
+    + rb"|(?<=')(?:" + _quoted(_IN_QUOTES[b"'"], b"'") + rb")"
     + rb"|" + _WORD_VALUE + rb"(?![(\[])"
     rb")|(" + _WORD_VALUE + rb"(?=[(\[])))"
 )
 # The same for RE2, without what it lacks (look-behind, possessive and bounded repeats, the
 # words that are no value) and without code: a word value must end in something else than "(".
-_VALUE_CHAR_RE2 = rb"[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\]"
+_VALUE_CHAR_RE2 = rb"[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\\x1b]"
 _ASSIGNED_NEEDS = (
-    rb"(?:[_.\-][A-Za-z0-9_.\-]*|[A-Z][A-Za-z0-9_.\-]*)?(?:\\?[\"'])?[ \t]*(?::=|=>|[:=])[ \t]*"
-    rb"(?:\\\"(?:[^\"\\\n]|\\[^\"\n]){4}|\"(?:[^\"\\\n]|\\[^\n]){4}|'(?:[^'\\\n]|\\[^\n]){4}"
-    rb"|[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\$%=:#*/~.]" + _VALUE_CHAR_RE2 + rb"{3}" + _VALUE_CHAR_RE2
-    + rb"*(?:[\t\n\v\f\r \"'`,;&|<>){}\]\\]|$))"
+    rb"(?:[_.\-][A-Za-z0-9_.\-]*|[A-Z][A-Za-z0-9_.\-]*)?(?:\\?[\"'])?" + _GAP_RE2
+    + rb"(?::=|=>|[:=]|%3[Dd])" + _GAP_RE2
+    + rb"(?:\\\"(?:[^\"\\\n]|\\[^\"\n])|\"(?:[^\"\\\n]|\\[^\n])|'(?:[^'\\\n]|\\[^\n])"
+    rb"|[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\\x1b$%=:#*/~.]"
+    rb"(?:" + _VALUE_CHAR_RE2 + rb"{3}" + _VALUE_CHAR_RE2 + rb"*(?:[\t\n\v\f\r \"'`,;&|<>){}\]\\\x1b]|$)"
+    rb"|" + _VALUE_CHAR_RE2 + rb"{0,2}(?:[\n\v\f\r\"'`,;&|<>){}\]\\\x1b]|[ \t]*(?:[\n\v\f\r]|$))))"
 )
 _ASSIGNED_TAILS = ((b'\\"', re.compile(_IN_ESCAPED_QUOTES + rb"*+")),
                    (b'"', re.compile(_IN_QUOTES[b'"'] + rb"*+")),
@@ -193,10 +221,11 @@ def _assignment(keyword: bytes, rest: bytes, example: bytes) -> _Rule:
     """`keyword` as written (re finds a literal start quickly), `rest` in any case, then a value."""
     # The whole test is shared by all nine (the counted repeats of nine would multiply); the
     # keyword as written, up to the operator, says which of them to run.
-    needs = (_re2_literal(keyword) + b"(?i:" + rest + rb")[A-Za-z0-9_.\-]*(?:\\?[\"'])?[ \t]*[:=]",
+    needs = (_re2_literal(keyword) + b"(?i:" + rest + rb")[A-Za-z0-9_.\-]*(?:\\?[\"'])?" + _GAP_RE2
+             + rb"(?:[:=]|%3[Dd])",
              rb"(?i:pass(?:w(?:or)?d|phrase)|pwd|secret)" + _ASSIGNED_NEEDS)
     pattern = re.compile(b"(" + re.escape(keyword) + b"(?i:" + rest + b")" + _ASSIGNED)
-    return _Rule(needs, keyword + example + b"=abcd", pattern, len(keyword) + 5, masked=2,
+    return _Rule(needs, keyword + example + b"=abcd", pattern, len(keyword) + 2, masked=2,
                  optional=True, tails=_ASSIGNED_TAILS)
 
 

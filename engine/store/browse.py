@@ -13,8 +13,10 @@ rate over "only the failures" would say nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal, NamedTuple, get_args
@@ -25,6 +27,7 @@ from sqlalchemy import exc as sa_exc
 
 from ..models import PhaseSpan
 from ..models import Distribution, TrialSummary, distribution
+from ..models import Usage  # a batch overview's cost
 from .store import Store, StoreError
 from .store import _readable, _trial_summary  # the rows read as batch_summary reads them
 
@@ -576,3 +579,271 @@ def pass_and_fail(source: Source, run_id: str) -> tuple[str, str] | None:
     for row in _rows(source, _PASS_AND_FAIL, {"run": run_id}):
         first.setdefault(row.outcome, row.id)
     return (first["pass"], first["fail"]) if len(first) == 2 else None
+
+
+# -- a batch's overview --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OverviewTrial:
+    """A trial as a batch's Overview counts and lists it: the trial table's short columns."""
+
+    id: str
+    run_id: str
+    case_id: str
+    variant: str
+    trial: int
+    status: str  # queued, running, done
+    outcome: str | None
+    failure_reason: str | None
+    command_count: int
+    duration_ms: int | None
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoidGroup:
+    """The void trials that share one failure reason, in run order."""
+
+    reason: str
+    trial_ids: list[str]
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """A batch's Overview figures by SPEC.md's rules, from the trial table's short columns."""
+
+    batch_id: str
+    counts: Counts
+    runs: list[RunItem]  # in planned order, each with its own counts and distribution
+    trials: list[OverviewTrial]  # in run order
+    tokens: int
+    command_min: int | None  # over scored trials, as a run's distribution counts them
+    command_median: float | None
+    command_max: int | None
+    voids: list[VoidGroup]  # the commonest reason first
+
+    @property
+    def deterministic_runs(self) -> int:
+        return sum(run.deterministic for run in self.runs)
+
+    @property
+    def durations_ms(self) -> list[int]:
+        """Every trial that ran to an outcome and has a time (skipped ones never ran)."""
+        return [t.duration_ms for t in self.trials
+                if t.outcome in ("pass", "fail", "infra_error") and t.duration_ms is not None]
+
+    def slowest(self, n: int = 5) -> list[OverviewTrial]:
+        timed = [t for t in self.trials
+                 if t.outcome in ("pass", "fail", "infra_error") and t.duration_ms is not None]
+        return sorted(timed, key=lambda t: -(t.duration_ms or 0))[:n]
+
+    def most_tokens(self, n: int = 5) -> list[OverviewTrial]:
+        return sorted((t for t in self.trials if t.tokens > 0), key=lambda t: -t.tokens)[:n]
+
+
+_OVERVIEW_TRIALS = """
+    SELECT t.id, t.run_id, t.case_id, t.variant, t.trial, t.status, t.outcome, t.failure_reason,
+           t.command_count, t.duration_ms, t.tokens
+    FROM trial t LEFT JOIN run r ON r.id = t.run_id
+    WHERE t.batch_id = :batch
+    ORDER BY r.position, t.run_id, t.trial, t.id"""
+
+
+def _overview_trial(row: Any) -> OverviewTrial | None:
+    """None for a damaged row (a number that is not one), which the figures leave out."""
+    # Unpacked, not read by name: a Row's attribute lookups were most of a 1,000-trial read.
+    id_, run_id, case_id, variant, trial, status, outcome, reason, commands, ms, tokens = row
+    commands, tokens = commands or 0, tokens or 0
+    if not (type(trial) is int and type(commands) is int and type(tokens) is int
+            and (ms is None or type(ms) is int)):
+        return None
+    return OverviewTrial(id_, run_id, case_id, variant, trial, status, outcome, reason, commands,
+                         ms, tokens)
+
+
+def batch_figures(source: Source, batch_id: str) -> BatchFigures | None:
+    """A batch's Overview figures: two statements over short columns, never the record JSON
+    (a 1,000-trial batch reads in a few milliseconds). None when there is no such batch."""
+    with _connection(source) as conn:
+        if not list(conn.execute(text("SELECT 1 FROM batch WHERE id = :batch"),
+                                 {"batch": batch_id})):
+            return None
+        rows = list(conn.execute(text(_OVERVIEW_TRIALS), {"batch": batch_id}))
+        runs = runs_of(conn, batch_id, sort=Sort("started", False))  # "started": planned order
+    trials = [t for row in rows if (t := _overview_trial(row)) is not None]
+    outcomes = [t.outcome for t in trials]
+    counts = Counts(len(trials), outcomes.count("pass"), outcomes.count("fail"),
+                    outcomes.count("infra_error"), outcomes.count("skipped"),
+                    sum(t.status == "running" for t in trials))
+    commands = sorted(t.command_count for t in trials if t.outcome in ("pass", "fail"))
+    voids: dict[str, list[str]] = {}
+    for t in trials:
+        if t.outcome == "infra_error":
+            voids.setdefault(t.failure_reason or "no reason recorded", []).append(t.id)
+    return BatchFigures(
+        batch_id=batch_id, counts=counts, runs=runs, trials=trials,
+        tokens=sum(t.tokens for t in trials),
+        command_min=commands[0] if commands else None,
+        command_median=statistics.median(commands) if commands else None,
+        command_max=commands[-1] if commands else None,
+        voids=[VoidGroup(reason, ids) for reason, ids in
+               sorted(voids.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
+
+
+@dataclass(frozen=True, slots=True)
+class TrialCost:
+    """What a batch's Overview reads out of one finished trial's record."""
+
+    id: str
+    model: str | None  # as the harness phase names it; None for the command harness
+    usage: Usage
+    cost: float | None  # US dollars at list price; None: no model recorded, or no price known
+    phase_ms: dict[str, int]  # each phase's total time in this trial (two turns add up)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseStat:
+    phase: str
+    trials: int  # how many trials went through it
+    median_ms: int
+    p90_ms: int  # nearest rank: a time some trial really took
+
+
+@dataclass(frozen=True, slots=True)
+class CostSummary:
+    usage: Usage  # summed over every finished trial's record
+    total: float | None  # over the priced trials; None when none is
+    priced: int
+    unpriced: int  # trials whose cost is unknown (said so, never counted as 0)
+    models: list[str]
+
+
+def harness_model(detail: str) -> tuple[str, str] | None:
+    """The model and API host a harness phase names ("mini harness · gpt-4o-mini at
+    api.openai.com", as trial.py writes it); None where it names none (the command harness
+    names the command it runs)."""
+    harness, sep, said = detail.partition(" harness · ")
+    if not sep or harness == "command":
+        return None
+    model, sep, host = said.rpartition(" at ")
+    if not sep or not model or " " in model:
+        return None
+    return model, host
+
+
+def price(usage: Usage, model: str | None, host: str | None = None,
+          at: str | None = None) -> float | None:
+    """Tokens at `model`'s list price in US dollars, as of `at` (ISO), from genai-prices'
+    bundled table (it never goes to the network unless asked to update). The provider is the
+    one `host` serves where genai-prices knows it, else its best match for the model; None
+    when the model is unknown or has no price. No token spent costs nothing, model or not."""
+    if not (usage.input or usage.output or usage.cache_read or usage.cache_write):
+        return 0.0
+    if not model:
+        return None
+    rates = _rates(model, host or "", (at or "")[:10])
+    uncached = usage.input - usage.cache_read - usage.cache_write
+    if rates is None or uncached < 0:  # a cache count past the input is no usage to price
+        return None
+    fresh, read, write, out = rates
+    return (uncached * fresh + usage.cache_read * read + usage.cache_write * write
+            + usage.output * out)
+
+
+@functools.lru_cache(maxsize=256)
+def _rates(model: str, host: str, day: str) -> tuple[float, float, float, float] | None:
+    """Dollars per input, cache-read, cache-write and output token, asked of genai-prices once
+    per model and day: a thousand calls of its own would take 0.1 s. Priced per thousand
+    tokens, the first tier: a trial's usage sums many requests, no one of which crossed a tier."""
+    from datetime import datetime  # noqa: PLC0415 — with genai_prices, imported on first use
+
+    from genai_prices import Usage as Tokens, calc_price  # noqa: PLC0415 — 0.1 s to import
+
+    try:
+        when = datetime.fromisoformat(day) if day else None
+    except ValueError:
+        when = None
+    units = [dict(input_tokens=1000), dict(input_tokens=1000, cache_read_tokens=1000),
+             dict(input_tokens=1000, cache_write_tokens=1000), dict(output_tokens=1000)]
+    providers = [{"provider_api_url": f"https://{host}"}] if host else []
+    for provider in [*providers, {}]:
+        try:
+            return tuple(  # type: ignore[return-value]
+                float(calc_price(Tokens(**unit), model, genai_request_timestamp=when,
+                                 **provider).total_price) / 1000 for unit in units)
+        except (LookupError, ValueError):  # an unknown provider or model; a unit it cannot price
+            continue
+    return None
+
+
+_COSTS = """
+    SELECT t.id, t.started_at, {figures} AS figures FROM trial t
+    WHERE t.batch_id = :batch AND t.status = 'done'
+      AND t.id NOT IN (SELECT value FROM json_each(:skip))"""
+_FIGURES_OF = "json_extract(t.record, '$.phases', '$.usage')"  # one parse for both
+
+
+def trial_costs(source: Source, batch_id: str, skip: Iterable[str] = ()) -> list[TrialCost]:
+    """The model, usage, price and phase times of a batch's finished trials, but those in
+    `skip` (read before: a finished record does not change). SQLite takes the phases and usage
+    out of each record in one parse; nothing else of a record is read or validated, and a
+    record that does not read is left out."""
+    params = {"batch": batch_id, "skip": json.dumps(list(skip))}
+    with _connection(source) as conn:
+        try:
+            rows = list(conn.execute(text(_COSTS.format(figures=_FIGURES_OF)), params))
+        except sa_exc.OperationalError:  # a damaged record fails the statement: check each
+            checked = f"CASE WHEN json_valid(t.record) THEN {_FIGURES_OF} END"
+            rows = list(conn.execute(text(_COSTS.format(figures=checked)), params))
+    costs = []
+    for row in rows:
+        if row.figures is None:  # no record, or one that is not JSON
+            continue
+        try:
+            phases, usage_json = json.loads(row.figures)
+            usage = Usage.model_validate(usage_json or {})
+        except (ValueError, TypeError):  # not a record's shape; ValidationError is a ValueError
+            continue
+        phase_ms: dict[str, int] = {}
+        found = None
+        for span in phases if isinstance(phases, list) else []:
+            if not isinstance(span, dict) or not isinstance(span.get("phase"), str):
+                continue
+            start, end = span.get("start_ms"), span.get("end_ms")
+            if isinstance(start, int) and isinstance(end, int) and end >= start:
+                phase_ms[span["phase"]] = phase_ms.get(span["phase"], 0) + end - start
+            if span["phase"] == "harness" and isinstance(span.get("detail"), str):
+                found = harness_model(span["detail"])
+        model, host = found or (None, None)
+        costs.append(TrialCost(row.id, model, usage, price(usage, model, host, row.started_at),
+                               phase_ms))
+    return costs
+
+
+def phase_stats(costs: Iterable[TrialCost]) -> list[PhaseStat]:
+    """Each phase's time per trial across a batch: its median and 90th percentile, the
+    slowest median first."""
+    times: dict[str, list[int]] = {}
+    for cost in costs:
+        for phase, ms in cost.phase_ms.items():
+            times.setdefault(phase, []).append(ms)
+    stats = []
+    for phase, values in times.items():
+        values.sort()
+        p90 = values[-(-9 * len(values) // 10) - 1]  # nearest rank: the ceil(0.9 n)-th value
+        stats.append(PhaseStat(phase, len(values), round(statistics.median(values)), p90))
+    return sorted(stats, key=lambda s: (-s.median_ms, -s.p90_ms, s.phase))
+
+
+def cost_summary(costs: Iterable[TrialCost]) -> CostSummary:
+    """A batch's tokens and cost: priced trials summed, the others counted as unknown."""
+    usage, total, priced, unpriced, models = Usage(), 0.0, 0, 0, set()
+    for cost in costs:
+        usage = usage.add(cost.usage)
+        if cost.model:
+            models.add(cost.model)
+        if cost.cost is None:
+            unpriced += 1
+        else:
+            total, priced = total + cost.cost, priced + 1
+    return CostSummary(usage, total if priced else None, priced, unpriced, sorted(models))

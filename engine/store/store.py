@@ -23,7 +23,8 @@ from typing import Any, Callable, Collection, Iterator
 
 import platformdirs
 from sqlalchemy import (
-    Connection, Engine, Executable, create_engine, event, func, insert, select, text, update,
+    Connection, Engine, Executable, create_engine, delete, event, func, insert, select, text,
+    update,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -133,6 +134,26 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
         tokens=record.usage.input + record.usage.output,
         record=json.dumps(record.to_json()),
     )
+
+
+_DELETE_CHUNK = 500  # ids per statement, well under SQLite's limit on bound variables
+
+
+def _delete_batch_rows(conn: Connection, batch_ids: list[str]) -> int:
+    """Every row of these batches, from every table that names a batch or one of its trials
+    (a table added later included); returns how many batch rows there were."""
+    deleted = 0
+    for start in range(0, len(batch_ids), _DELETE_CHUNK):
+        chunk = batch_ids[start:start + _DELETE_CHUNK]
+        trials = select(TrialRow.id).where(TrialRow.batch_id.in_(chunk)).scalar_subquery()
+        for table in TABLES:  # rows keyed by a trial only go before the trials they name
+            if "trial_id" in table.c and "batch_id" not in table.c:
+                conn.execute(delete(table).where(table.c.trial_id.in_(trials)))
+        for table in TABLES:
+            if "batch_id" in table.c:
+                conn.execute(delete(table).where(table.c.batch_id.in_(chunk)))
+        deleted += conn.execute(delete(BatchRow).where(BatchRow.id.in_(chunk))).rowcount
+    return deleted
 
 
 def _trial_summary(row: Any) -> TrialSummary:
@@ -387,6 +408,33 @@ class Store:
     def add_event(self, event: Event) -> None:
         self._put(dict(batch_id=event.batch_id, trial_id=getattr(event, "trial_id", None),
                        type=event.type, at=event.at, json=event.model_dump_json()))
+
+    def delete_batches(self, ids: Collection[str]) -> int:
+        """Delete these batches (full ids) and every row of them: runs, trials (whose records
+        hold the artifacts) and events, in one transaction. Returns how many batches were
+        there; a running one is refused with a StoreError and nothing is deleted."""
+        ids = sorted(set(ids))
+        running: list[str] = []
+        deleted = 0
+
+        def write(conn: Connection) -> None:
+            nonlocal deleted
+            # Checked in the writer, so no batch starts running between the check and the delete.
+            running[:] = conn.execute(select(BatchRow.id).where(
+                BatchRow.id.in_(ids), BatchRow.status == "running")).scalars()
+            if running:
+                return  # not an error of the write: listeners would stop a running batch
+            deleted = _delete_batch_rows(conn, ids)
+
+        done = self._writer.submit(write) if ids else None
+        if ids and done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        if done is not None:
+            done.result()
+        if running:
+            raise StoreError(f"batch {running[0]} is running: stop it (Ctrl-C its `proctor run`, "
+                             "or Stop in the studio) before deleting it")
+        return deleted
 
     def close_trial_as_infra(self, trial_id: str, reason: str, finished_at: str) -> None:
         """Void a trial its process never finished (killed, crashed) with one reason."""

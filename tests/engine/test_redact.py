@@ -668,3 +668,74 @@ def test_password_assignments_lose_their_value(text, expected):
 def test_code_and_placeholders_are_not_password_assignments(text):
     assert redact(text) == text
     assert not holds_password_assignment(text)
+
+
+# --- issue 11: password assignments as terminals, logs and URLs print them ---------------------
+
+ESC = "\x1b"
+
+
+@pytest.mark.parametrize("text, expected", [
+    # `grep --color=always password`: the match is wrapped in colour and erase-line codes
+    (f"{ESC}[01;31m{ESC}[Kpassword{ESC}[m{ESC}[K=hunter2\n",
+     f"{ESC}[01;31m{ESC}[Kpassword{ESC}[m{ESC}[K={MARK}\n"),
+    # a coloured log line (structlog's console): key and value each in their colour
+    (f"{ESC}[36mpassword{ESC}[0m={ESC}[35mhunter2{ESC}[0m user=bob",
+     f"{ESC}[36mpassword{ESC}[0m={ESC}[35m{MARK}{ESC}[0m user=bob"),
+    (f"{ESC}[1mPASSWORD{ESC}[0m: {ESC}[32mhunter2{ESC}[0m", f"{ESC}[1mPASSWORD{ESC}[0m: {ESC}[32m{MARK}{ESC}[0m"),
+    # the escape as source code and JSON text write it
+    ("printf '\\033[1;31mpassword\\033[0m=hunter2\\n'", f"printf '\\033[1;31mpassword\\033[0m={MARK}\\n'"),
+    ('"line": "\\u001b[36mpassword\\u001b[0m=hunter2"', f'"line": "\\u001b[36mpassword\\u001b[0m={MARK}"'),
+    # short values are passwords too
+    ("PASSWORD: x", f"PASSWORD: {MARK}"),
+    ("pwd=abc", f"pwd={MARK}"),
+    ("export PGPASSWORD=q7", f"export PGPASSWORD={MARK}"),
+    ('{"secret": "ab"}', f'{{"secret": "{MARK}"}}'),
+    # a query string inside a URL-encoded one (a login redirect)
+    ("GET /sso?next=%2Flogin%3Fuser%3Dbob%26password%3Dhunter2 HTTP/1.1",
+     f"GET /sso?next=%2Flogin%3Fuser%3Dbob%26password%3D{MARK} HTTP/1.1"),
+    ("passwd%3dhunter2", f"passwd%3d{MARK}"),
+    # the issue's own words, in env, URL and query forms
+    ("password=hunter2", f"password={MARK}"),
+    ("env: DB_PASSWORD=hunter2 HOME=/root", f"env: DB_PASSWORD={MARK} HOME=/root"),
+    ("https://h/login?user=bob&secret=hunter2", f"https://h/login?user=bob&secret={MARK}"),
+])
+def test_coloured_short_and_encoded_password_assignments_lose_their_value(text, expected):
+    assert redact(text) == expected
+    assert holds_password_assignment(text)
+    assert not holds_password_assignment(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "password=",
+    "password=\n",
+    'password: ""',
+    "the password field is required",
+    "Enter your password: ",
+    "MIN_SECRET = 4",
+    "MAX_PASSWORD_LEN = 128",
+    "secret: 1",
+    "pwd: no",
+    "password=$DB_PASSWORD",
+    f"{ESC}[1mpassword{ESC}[0m=",
+    f"{ESC}[1mpassword{ESC}[0m: {ESC}[2m<hidden>{ESC}[0m",
+    "password%3D",
+    "password=f(x)",
+    "password = getpass.getpass('Password: ')",
+    'password = f"{registry_id}-auth-token"',
+    ":param secret: The key to sign with.",
+    "'MODULE_PWD_STATE': 'yes',",
+    "def login(user: str, pwd: str, secret: bytes) -> None:",
+])
+def test_empty_numbers_and_prose_stay_readable(text):
+    assert redact(text) == text
+    assert not holds_password_assignment(text)
+
+
+def test_a_coloured_assignment_cut_between_windows_is_still_redacted():
+    for at in range(WINDOW - 24, WINDOW + 2):
+        text = "x" * at + f"{ESC}[36mpassword{ESC}[0m={ESC}[35mhunter2-hunter2{ESC}[0m\n"
+        assert "hunter2" not in redact(text), at
+        stream = Redactor().stream()
+        out = "".join(stream.feed(text[i:i + 997]) for i in range(0, len(text), 997)) + stream.close()
+        assert out == redact(text), at
