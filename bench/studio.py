@@ -14,13 +14,18 @@ GUI-thread stalls under a 5,000 events/s stream, and memory.
    for 10 s with a live trial selected (goal <= 50 ms), from a 5 ms timer's gaps; then
    again with each event also written to the store first, as the embedded engine does.
 4. Peak memory (ru_maxrss) after all that, and the RSS growth during the stream.
+5. A batch of 1,000 trials on the Timeline tab (goal <= 200 ms a paint): a synthetic
+   batch with every phase, 8 trials at a time (cached in /tmp), opened in the real
+   MainWindow; then the median repaint of each thing a user does to it: show it,
+   scroll a page, zoom time, all rows at once (the density picture), back.
 
     QT_QPA_PLATFORM=offscreen python bench/studio.py [--quick] [--fresh] [--profile]
 
 `--quick` uses a 10,000-trial store and a 3 s stream; `--fresh` rebuilds the cached
 store; `--profile` re-runs each missed measurement under cProfile (GUI thread) and
 prints where the time went; `--diff-in-last-turn` puts most of the diff in the last
-turn (the smallest record a 20 MB diff allows); `--parts 13` runs only some parts;
+turn (the smallest record a 20 MB diff allows); `--parts 13` runs only some parts (5 is
+the batch timeline);
 `--queue-only` skips part 3's second run.
 Under PySide6 6.12.0, which drops a reference to None or True on many calls, the run
 keeps a reserve of both so that it can finish, and says so. Always exits 0.
@@ -72,11 +77,15 @@ from engine.models import (  # noqa: E402
     Validation,
 )
 from engine.store import Store  # noqa: E402
+from engine.store.browse import batch_spans  # noqa: E402
 from studio.app import MainWindow  # noqa: E402
+from studio.views.timeline import batch_rows  # noqa: E402
 from studio.views.status import DockerStatus  # noqa: E402
 from studio.cli import TABS  # noqa: E402
 
 FIRST_PAINT_GOAL_S = 0.5
+TIMELINE_PAINT_GOAL_S = 0.200
+TIMELINE_TRIALS = 1000
 FIRST_PAGE_GOAL_S = 1.0
 FILTER_GOAL_S = 0.100
 STALL_GOAL_S = 0.050
@@ -992,6 +1001,152 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     return result
 
 
+# --- 5. a batch of 1,000 trials on the timeline ---------------------------------------------------
+
+def timeline_batch_store(path: Path, trials: int = TIMELINE_TRIALS, slots: int = 8, seed: int = 11) -> str:
+    """A store at `path` holding one finished batch of `trials` trials, `slots` at a time, each
+    with every phase a real one has (slot wait, preparation, turns and their diffs, checks,
+    a judge for some, teardown, record); a few fail a check or void in setup. Returns its id."""
+    rng = random.Random(seed)
+    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    cases = [f"{verb}_{noun}" for verb in ("writes", "fixes", "refactors", "tests", "ports")
+             for noun in ("greet", "parser", "cache", "cli_flags", "retry_loop", "config_loader")]
+    variants = ["claude-sonnet", "mini-4.1"]
+    queued = datetime(2026, 11, 29, 17, 40, tzinfo=timezone.utc)
+    batch_id = f"b_{rng.getrandbits(40):010x}"
+    free = [0] * slots  # when each slot frees, in ms from the batch's queue time
+    store = Store(path)
+    store.create_batch(batch_id, "studio", "bench", iso(queued))
+    n = position = 0
+    while n < trials:
+        case, variant = rng.choice(cases), variants[position % len(variants)]
+        run_id = f"r_{rng.getrandbits(40):010x}"
+        store.create_run(run_id, batch_id, case, variant, position)
+        position += 1
+        for trial in range(1, min(5, trials - n) + 1):
+            n += 1
+            slot = min(range(slots), key=free.__getitem__)
+            at = free[slot]
+            phases = [PhaseSpan(phase="slot", status="ok", start_ms=0, end_ms=at)] if at else []
+            outcome, failure = "pass", None
+
+            def phase(name: str, ms: float, index: int | None = None, status: str = "ok") -> None:
+                nonlocal at
+                phases.append(PhaseSpan(phase=name, index=index, status=status, start_ms=at,
+                                        end_ms=at + int(ms)))
+                at += int(ms)
+
+            for name, low, high in (("image", 30, 400), ("container", 500, 1300), ("env", 2, 8),
+                                    ("workspace", 150, 900), ("files", 10, 40)):
+                phase(name, rng.uniform(low, high))
+            if rng.random() < 0.03:
+                phase("setup", rng.uniform(500, 4000), status="failed")
+                outcome = "infra_error"
+                failure = Failure(kind="infra", reason="setup step 2 (pip install) exited 1")
+            else:
+                phase("setup", rng.uniform(500, 8000))
+                phase("snapshot", rng.uniform(100, 400))
+                phase("harness", rng.uniform(50, 200))
+                for turn in range(1, rng.choice([1, 1, 2, 3, 4]) + 1):
+                    phase("turn", rng.lognormvariate(9.3, 0.6), turn)
+                    phase("diff", rng.uniform(30, 300), turn)
+                for check in range(1, rng.choice([1, 2, 3]) + 1):
+                    failed = outcome == "pass" and rng.random() < 0.12
+                    phase("check", rng.uniform(300, 5000), check, "failed" if failed else "ok")
+                    if failed:
+                        outcome = "fail"
+                        failure = Failure(kind="assertion", reason="pytest -q exited 1",
+                                          where=f"check {check}")
+                if rng.random() < 0.4:
+                    phase("judge", rng.uniform(2000, 9000), 1)
+            phase("teardown", rng.uniform(300, 900))
+            phase("record", rng.uniform(10, 60))
+            free[slot] = at
+            store.save_trial(TrialRecord(
+                id=f"t_{rng.getrandbits(40):010x}", batch_id=batch_id, run_id=run_id, case_id=case,
+                variant=variant, trial=trial, trigger="studio", outcome=outcome, failure=failure,
+                started_at=iso(queued), finished_at=iso(queued + timedelta(milliseconds=at)),
+                phases=phases))
+    store.finish_batch(batch_id, "finished", iso(queued + timedelta(milliseconds=max(free))))
+    store.close()
+    return batch_id
+
+
+def timeline(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"5. A batch of {TIMELINE_TRIALS:,} trials on the timeline")
+    folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
+    path = folder / "timeline.db"
+    began = time.perf_counter()
+    batch_id = timeline_batch_store(path)
+    print(f"   made a batch of {TIMELINE_TRIALS:,} trials with their phases in "
+          f"{time.perf_counter() - began:.1f}s")
+    settings = QSettings(str(folder / "studio.ini"), QSettings.Format.IniFormat)
+    store = Store(path)
+    window = MainWindow(store, settings, watch_docker=False)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    window.tabs.setCurrentWidget(window.timeline)
+    paint(app, window)
+    view = window.timeline
+    began = time.perf_counter()
+    window.browser.select_id(batch_id)
+    deadline = time.monotonic() + 60
+    while len(view.row_labels) < TIMELINE_TRIALS and time.monotonic() < deadline:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+    paint(app, window)
+    opened = time.perf_counter() - began
+    rows = batch_rows(batch_spans(store, batch_id))  # what the window drew, to draw again
+    spans = sum(len(r.spans) for r in view._rows)
+    print(f"   selected in the browser until painted: {ms(opened)} (the phases read off the GUI "
+          f"thread); {len(rows):,} rows, {spans:,} spans")
+    scrollbar, all_rows = getattr(view, "scrollbar", None), getattr(view, "all_rows", None)
+    (left, right), _ = view.vb.viewRange()
+
+    def scroll() -> None:
+        if scrollbar is not None:
+            step = scrollbar.pageStep()
+            scrollbar.setValue(scrollbar.value() + step if scrollbar.value() + step <= scrollbar.maximum()
+                               else 0)
+
+    def zoom() -> None:
+        narrow = view.vb.viewRange()[0][1] - view.vb.viewRange()[0][0] < (right - left) / 2
+        view.vb.setXRange(left, right if narrow else left + (right - left) / 8, padding=0)
+
+    def overview() -> None:
+        if all_rows is not None:
+            all_rows.setChecked(not all_rows.isChecked())
+
+    actions: list[tuple[str, Callable[[], None]]] = [
+        ("show the batch", lambda: view.show_batch(rows)),
+        ("scroll a page", scroll),
+        ("zoom time 8x and back", zoom),
+        ("all rows (density) and back", overview),
+    ]
+    times: dict[str, float] = {}
+    for label, act in actions:
+        samples = []
+        for _ in range(6):
+            paint(app, window)
+            began = time.perf_counter()
+            act()
+            paint(app, window)
+            samples.append(time.perf_counter() - began)
+        times[label] = statistics.median(samples)
+        print(f"   {label:<30}{ms(times[label]):>9}  (worst {ms(max(samples))})   "
+              f"{mark(times[label] <= TIMELINE_PAINT_GOAL_S)}")
+        if args.profile and times[label] > TIMELINE_PAINT_GOAL_S:
+            with profiled(True, f"{label} + repaint"):
+                act()
+                paint(app, window)
+    worst = max(times, key=times.__getitem__)
+    dispose(app, window)
+    store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"show": times["show the batch"], "worst": times[worst], "worst_label": worst,
+            "opened": opened}
+
+
 # --- all of it ---------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -1007,7 +1162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diff-in-last-turn", action="store_true",
                         help="nine in ten changed files in the last turn: the smallest record a "
                              "20 MB diff allows (default: spread over the turns)")
-    parser.add_argument("--parts", default="123", help="which of parts 1, 2, 3 to run (default 123)")
+    parser.add_argument("--parts", default="1235", help="which of parts 1, 2, 3, 5 to run (default 1235)")
     parser.add_argument("--queue-only", action="store_true",
                         help="part 3 without its second run, where the events are also stored")
     parser.add_argument("--live-trials", type=int, default=8, help="running trials in the stream")
@@ -1042,6 +1197,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"4. Memory: peak RSS (ru_maxrss) {peak:.0f} MB; RSS growth during the stream {growth:+.0f} MB"
           + (f" (with the store writes {three['engine']['rss_growth']:+.0f} MB)" if "engine" in three else ""))
     print()
+    five = timeline(app, args) if "5" in args.parts else {}  # after the memory, which it leaves alone
+    if five:
+        print()
     print("summary:")
     if one:
         print(f"  first paint, 10,000 items + {args.diff_mb:g} MB diff: {ms(one['first'])} "
@@ -1058,6 +1216,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  longest GUI stall, {EVENTS_PER_S:,} events/s, {label}: {r['stall'] * 1000:.0f} ms "
                   f"(p99 {r['p99'] * 1000:.0f} ms; {r['delivered']:,} of {r['produced']:,} events "
                   f"delivered)  goal <= 50 ms  {mark(r['stall'] <= STALL_GOAL_S)}")
+    if five:
+        print(f"  batch timeline paint, {TIMELINE_TRIALS:,} trials: {ms(five['show'])} (worst "
+              f"{five['worst_label']} {ms(five['worst'])})  goal <= 200 ms  "
+              f"{mark(max(five['show'], five['worst']) <= TIMELINE_PAINT_GOAL_S)}")
     print(f"  peak RSS {peak:.0f} MB; RSS growth during the stream {growth:+.0f} MB")
     if refs.leaking:
         abort = three.get("queue", {}).get("lost", {}).get("abort_s") if three else None
