@@ -1,39 +1,87 @@
-"""The Overview tab: a trial's overview, or, when a batch or a run is selected, the batch's
-run grid (cases × variants) with "compare a pass with a fail"."""
+"""The Overview tab: a trial's overview or, when a batch or a run is selected, the batch's
+overview (figures, plots, links to trials) above its run grid (cases × variants) with
+"compare a pass with a fail"."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QStackedWidget, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
 from engine.models import TrialRecord
 from engine.store import Store
+from studio.views.batch_overview import BatchOverview
 from studio.views.grid import RunGrid
 from studio.views.overview import OverviewView
 
 
-class OverviewPage(QStackedWidget):
+class OverviewPage(QWidget):
+    """A trial's OverviewView, or a batch's BatchOverview over its RunGrid, in one splitter."""
+
+    trial_activated = Signal(str)  # a trial the batch overview links to was clicked
+
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.overview = OverviewView()
+        self.batch = BatchOverview(store)
         self.grid = RunGrid(store)
-        self.addWidget(self.overview)
-        self.addWidget(self.grid)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.overview)
+        self.stack.addWidget(self.grid)
+        # The batch's figures above its grid; at 1,024 x 700 each gets about half, and scrolls.
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.setChildrenCollapsible(False)
+        self.split.addWidget(self.batch)
+        self.split.addWidget(self.stack)
+        self.split.setStretchFactor(0, 9)
+        self.split.setStretchFactor(1, 11)
+        self._sized = False  # the first show splits the height; then the user's drag holds
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.split)
+        self.batch.trial_activated.connect(self.trial_activated)
+        self.batch.run_activated.connect(self.grid.show_run)
+        self._show(self.overview)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._sized and self.height() > 0:
+            self._sized = True
+            # The figures' scroll area would take all it asks for: give the grid its share.
+            self.split.setSizes([self.height() * 9 // 20, self.height() * 11 // 20])
+
+    def currentWidget(self) -> QWidget:  # noqa: N802 — as QStackedWidget names it
+        """What the page shows: the trial's overview, or the batch's grid (under its figures)."""
+        return self.stack.currentWidget()
+
+    def _show(self, widget: QWidget) -> None:
+        self.stack.setCurrentWidget(widget)
+        self.batch.setVisible(widget is self.grid)
+        if widget is not self.grid:
+            self.batch.clear()  # nothing of a batch seen before stays behind a trial
 
     def show_record(self, record: TrialRecord | None) -> None:
         self.overview.show_record(record)
-        self.setCurrentWidget(self.overview)
+        self._show(self.overview)
 
     def show_batch(self, batch_id: str) -> None:
         self.overview.show_record(None)  # nothing of a trial seen before stays behind the grid
         self.grid.show_batch(batch_id)
-        self.setCurrentWidget(self.grid)
+        self.batch.show_batch(batch_id)
+        self._show(self.grid)
 
     def show_run(self, run_id: str) -> None:
         self.overview.show_record(None)
         self.grid.show_run(run_id)
-        self.setCurrentWidget(self.grid)
+        if self.grid.batch_id is not None:
+            self.batch.show_batch(self.grid.batch_id)
+        else:
+            self.batch.clear()
+        self._show(self.grid)
 
     def refresh(self) -> None:
-        """The grid again from the store (a batch that runs), keeping the picked cell."""
+        """The batch's figures and grid again from the store (a batch that runs), keeping the
+        picked cell."""
         if self.currentWidget() is self.grid and self.grid.batch_id is not None:
             self.grid.show_batch(self.grid.batch_id)
+            self.batch.show_batch(self.grid.batch_id)
