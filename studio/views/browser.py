@@ -1,7 +1,9 @@
 """The trial browser panel: a filter bar over a tree of batches → runs → trials.
 
 The tree's model (studio/models/browser.py) pages from SQLite; this widget only
-turns the filter bar into a BrowseFilter, keeps expansion across resets, polls
+turns the filter bar (its filters wrap onto more rows in a narrow panel) into a
+BrowseFilter, opens the batches and runs that hold a search's matches, deletes a
+finished batch the user confirms, keeps expansion across resets, polls
 the store about once a second for work another process (a CLI run) did (the
 reads on a worker thread, the rows applied on the GUI thread), and repaints live
 rows so their phase and elapsed time move.
@@ -9,16 +11,20 @@ rows so their phase and elapsed time move.
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import (
-    QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, QPoint, Qt, QTimer, Signal,
+    QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, QPoint, QRect, QSize, Qt,
+    QTimer, Signal,
 )
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QTreeView,
-    QVBoxLayout, QWidget,
+    QAbstractItemView, QComboBox, QHeaderView, QLabel, QLayout, QLayoutItem, QLineEdit, QMenu,
+    QMessageBox, QTreeView, QVBoxLayout, QWidget,
 )
 
-from engine.store import Store
-from engine.store.browse import RUNNING, BrowseFilter, filter_options
+from engine.store import Store, StoreError
+from engine.store.browse import RUNNING, BatchItem, BrowseFilter, filter_options
+from engine.text import plural
 
 from .. import theme
 from ..models.browser import (
@@ -29,6 +35,7 @@ from ..models.live import LiveTrials
 SEARCH_DEBOUNCE_MS = 150
 POLL_MS = 1000  # how often to ask the store whether another process changed it
 TICK_MS = 500  # how often live rows repaint their elapsed time
+MATCH_ROWS = 100  # rows a search or filter opens at most, to show its matching trials
 EMPTY_TEXT = ("No batches yet — run the demo suite: proctor run examples/demo -v, "
               "or press Run…")
 NO_MATCH_TEXT = "No trial matches these filters — widen them or clear the search."
@@ -44,8 +51,83 @@ OUTCOMES = [("All outcomes", None), (f"{theme.OUTCOME_GLYPH['pass']} pass", "pas
 def _combo(tip: str) -> QComboBox:
     combo = QComboBox(toolTip=tip)
     combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-    combo.setMinimumContentsLength(5)  # five filters in a row still leave a 1,024-px window room
+    combo.setMinimumContentsLength(8)  # "All cases" whole; a narrow panel wraps them onto rows
     return combo
+
+
+class FilterRows(QLayout):
+    """Widgets in one row where they fit, else in as few balanced rows as fit; each row's
+    widgets share its width. The browser's filters wrap so the panel can be narrow."""
+
+    def __init__(self, parent: QWidget | None = None, spacing: int = 4) -> None:
+        super().__init__(parent)
+        self._items: list[QLayoutItem] = []
+        self.setSpacing(spacing)
+        self.setContentsMargins(0, 0, 0, 0)
+
+    def addItem(self, item: QLayoutItem) -> None:
+        self._items.append(item)
+
+    def count(self) -> int:
+        return len(self._items)
+
+    def itemAt(self, index: int) -> QLayoutItem | None:
+        return self._items[index] if 0 <= index < len(self._items) else None
+
+    def takeAt(self, index: int) -> QLayoutItem | None:
+        return self._items.pop(index) if 0 <= index < len(self._items) else None
+
+    def expandingDirections(self) -> Qt.Orientation:
+        return Qt.Orientation.Horizontal
+
+    def hasHeightForWidth(self) -> bool:
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        return self._place(QRect(0, 0, width, 0), move=False)
+
+    def setGeometry(self, rect: QRect) -> None:
+        super().setGeometry(rect)
+        self._place(rect, move=True)
+
+    def sizeHint(self) -> QSize:
+        hints = [item.sizeHint() for item in self._items]
+        width = sum(h.width() for h in hints) + self.spacing() * max(0, len(hints) - 1)
+        return QSize(width, max((h.height() for h in hints), default=0))
+
+    def minimumSize(self) -> QSize:
+        widest = max((item.sizeHint().width() for item in self._items), default=0)
+        return QSize(widest, self.heightForWidth(widest))
+
+    def _rows(self, width: int) -> list[list[QLayoutItem]]:
+        """The fewest rows that fit `width`, with as many widgets in each as can be."""
+        fit, used = 0, -self.spacing()
+        for item in self._items:  # how many fit in the first row
+            used += self.spacing() + item.sizeHint().width()
+            if used > width and fit:
+                break
+            fit += 1
+        rows = math.ceil(len(self._items) / max(1, fit))
+        per_row = math.ceil(len(self._items) / max(1, rows))
+        return [self._items[i:i + per_row] for i in range(0, len(self._items), per_row)]
+
+    def _place(self, rect: QRect, move: bool) -> int:
+        y, gap = rect.y(), self.spacing()
+        for row in self._rows(rect.width()):
+            height = max(item.sizeHint().height() for item in row)
+            used = sum(item.sizeHint().width() for item in row) + gap * (len(row) - 1)
+            spare, x = max(0, rect.width() - used), rect.x()
+            for n, item in enumerate(row):
+                width = item.sizeHint().width() + spare // len(row) + (n < spare % len(row))
+                if move:
+                    item.setGeometry(QRect(x, y, width, height))
+                x += width + gap
+            y += height + gap
+        return max(0, y - gap - rect.y())
+
+
+def _running(batch: BatchItem) -> bool:
+    return batch.status == "running" or batch.counts.running > 0
 
 
 class BrowserPanel(QWidget):
@@ -55,6 +137,7 @@ class BrowserPanel(QWidget):
     compare_run = Signal(str)  # a run's context menu: "compare a pass with a fail"
     trial_activated = Signal(str)  # Enter or double-click on a trial
     selection_changed = Signal()  # which rows are selected (Ctrl-click adds a second trial)
+    batch_deleted = Signal(str)  # a batch's context menu: "Delete batch…", answered yes
 
     def __init__(self, store: Store, parent: QWidget | None = None, poll_ms: int = POLL_MS,
                  tick_ms: int = TICK_MS, live: LiveTrials | None = None) -> None:
@@ -111,21 +194,23 @@ class BrowserPanel(QWidget):
         self.model.loaded.connect(self._update_empty)
         self.model.refreshed.connect(self._on_refreshed)
         self._expanded: list[tuple[str, str]] = []  # (kind, id), parents before children
+        self._unfiltered: list[tuple[str, str]] = []  # what the user had open before a filter
 
         self.empty = QLabel(EMPTY_TEXT, self.tree.viewport(), wordWrap=True,
                             alignment=Qt.AlignmentFlag.AlignCenter)
         self.empty.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
         self.tree.viewport().installEventFilter(self)
 
-        bar = QHBoxLayout()
-        bar.setContentsMargins(0, 0, 0, 0)
+        # The five filters in one row where the panel is wide, on more rows where it is narrow.
+        self.filters = QWidget()
+        rows = FilterRows(self.filters)
         for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
-            bar.addWidget(combo, 1)
+            rows.addWidget(combo)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.search)
-        layout.addLayout(bar)
+        layout.addWidget(self.filters)
         layout.addWidget(self.tree, 1)
 
         self._tick = QTimer(self, interval=tick_ms, timeout=self.model.tick)
@@ -166,9 +251,34 @@ class BrowserPanel(QWidget):
     def apply_filter(self) -> None:
         self._debounce.stop()
         flt = self.current_filter()
-        if flt != self.model.filter:
-            self.model.set_filter(flt)
-            self._restore_expanded()
+        if flt == self.model.filter:
+            return
+        was_active = self.model.filter.active
+        self.model.set_filter(flt)  # remembers what was open (_remember_expanded)
+        if flt.active and not was_active:
+            self._unfiltered = self._expanded
+        elif was_active and not flt.active:
+            self._expanded = self._unfiltered  # the matches' rows close again
+        self._restore_expanded()
+        if flt.active:
+            self._expand_matches()
+
+    def _expand_matches(self) -> None:
+        """Open the batches and runs holding matches, so the matching trials show without two
+        clicks each: from the top, until about MATCH_ROWS rows are open (a query per row)."""
+        shown = 0
+        for row in range(self.model.rowCount()):
+            batch = self.model.index(row, 0)
+            self.expand(batch)
+            shown += 1 + self.model.rowCount(batch)
+            for run_row in range(self.model.rowCount(batch)):
+                if shown >= MATCH_ROWS:
+                    return
+                run = self.model.index(run_row, 0, batch)
+                self.expand(run)
+                shown += self.model.rowCount(run)
+            if shown >= MATCH_ROWS:
+                return
 
     def clear_filter(self) -> None:
         for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
@@ -246,7 +356,10 @@ class BrowserPanel(QWidget):
             self.run_selected.emit(current.data(RunIdRole))
 
     def context_menu(self, index: QModelIndex) -> QMenu | None:
-        """What a right-click on a row offers: for a run, a pass and a fail of it compared."""
+        """What a right-click on a row offers: for a run, a pass and a fail of it compared;
+        for a batch, deleting it."""
+        if index.data(KindRole) == "batch":
+            return self._batch_menu(index.data(ItemRole))
         if index.data(KindRole) != "run":
             return None
         run_id, counts = index.data(RunIdRole), index.data(ItemRole).counts
@@ -257,6 +370,38 @@ class BrowserPanel(QWidget):
         if not action.isEnabled():
             action.setText("Compare a pass with a fail (needs both)")
         return menu
+
+    def _batch_menu(self, batch: BatchItem) -> QMenu:
+        menu = QMenu(self.tree)
+        action = menu.addAction("Delete batch…", lambda: self.delete_batch(batch.id))
+        if _running(batch):
+            action.setEnabled(False)
+            action.setText("Delete batch… (running: stop it first)")
+        return menu
+
+    def delete_batch(self, batch_id: str) -> bool:
+        """Delete a finished batch and its trials from the store once the user says yes;
+        whether it was deleted."""
+        batch = self.model.index_of("batch", batch_id).data(ItemRole)
+        if batch is None or _running(batch):
+            return False
+        answer = QMessageBox.question(
+            self, "Delete batch",
+            f"Delete batch {batch_id} and its {plural(batch.counts.trials, 'trial')} from "
+            f"{self.store.path}? Their records and artifacts go too; this cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        try:
+            self.store.delete_batches([batch_id])
+        except StoreError as e:  # it started running meanwhile, or the store failed
+            QMessageBox.warning(self, "Delete batch", str(e))
+            return False
+        self.model.refresh()
+        self.reload_options()  # its cases and tags may be gone with it
+        self.batch_deleted.emit(batch_id)
+        return True
 
     def _context_menu(self, pos: QPoint) -> None:
         if (menu := self.context_menu(self.tree.indexAt(pos))) is not None:

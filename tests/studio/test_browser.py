@@ -389,3 +389,147 @@ def test_a_refresh_read_before_a_filter_change_is_dropped(qtbot, tmp_path):
         with qtbot.waitSignal(model.refreshed, timeout=5000):
             assert model.refresh_async()  # a read taken under the filter is applied
         assert [model.index(r, 0).data(BatchIdRole) for r in range(model.rowCount())] == ["b_old"]
+
+
+def _visible_rows(panel) -> list[QModelIndex]:
+    rows, index = [], panel.model.index(0, 0)
+    while index.isValid():
+        rows.append(index)
+        index = panel.tree.indexBelow(index)
+    return rows
+
+
+def test_a_search_opens_the_batches_and_runs_that_hold_its_matches(qtbot, tmp_path):
+    from engine.store.browse import filter_options
+
+    with Store(make_store(tmp_path / "search.db", trials=400, batches=8)) as store:
+        panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+        qtbot.addWidget(panel)
+        panel.resize(900, 600)
+        panel.show()
+        before = [i.data(BatchIdRole) for i in _visible_rows(panel) if panel.tree.isExpanded(i)]
+        case = filter_options(store).cases[0]
+        panel.search.setText(case)
+        panel.apply_filter()
+        shown = _visible_rows(panel)
+        matches = [i for i in shown if i.data(KindRole) == "trial"]
+        # Each match one look away: every batch and run that holds one is open.
+        assert len({i.parent().parent().data(BatchIdRole) for i in matches}) > 1
+        assert all(panel.tree.isExpanded(i) for i in shown if i.data(KindRole) != "trial")
+        assert all(case in i.parent().data() for i in matches)
+
+        # A filter most trials match opens a screenful or two, not the whole store.
+        panel.search.clear()
+        panel.outcome.setCurrentIndex(panel.outcome.findData("pass"))
+        shown = _visible_rows(panel)
+        assert any(not panel.tree.isExpanded(i) for i in shown if i.data(KindRole) == "batch")
+        assert len(shown) < 200
+
+        # Cleared: the batches open as the user had them before the search.
+        panel.clear_filter()
+        assert [i.data(BatchIdRole) for i in _visible_rows(panel) if panel.tree.isExpanded(i)] == before
+        panel.close()
+
+
+def _finished_batch(store: Store, batch: str, case: str, minute: int) -> None:
+    _batch(store, batch, case, minute)
+    store.finish_batch(batch, "finished", f"2026-11-29T17:{minute:02}:30.000Z")
+
+
+@pytest.fixture
+def deletable(qtbot, tmp_path):
+    """A panel over a finished batch (b_done) and a running one (b_running)."""
+    store = Store(tmp_path / "delete.db")
+    _finished_batch(store, "b_done", "writes_greet", 0)
+    _batch(store, "b_running", "adds_numbers", 1)  # never finished: still running
+    store.flush()
+    panel = BrowserPanel(store, poll_ms=0, tick_ms=0)
+    qtbot.addWidget(panel)
+    panel.show()
+    yield panel
+    panel.close()
+    store.close()
+
+
+def _answer(monkeypatch, button) -> list[str]:
+    """QMessageBox.question answers `button`; returns the questions asked."""
+    from PySide6.QtWidgets import QMessageBox
+
+    asked: list[str] = []
+
+    def question(parent, title, text, *args, **kwargs):
+        asked.append(text)
+        return button
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    return asked
+
+
+def test_delete_batch_asks_first_and_no_keeps_it(deletable, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    panel = deletable
+    asked = _answer(monkeypatch, QMessageBox.StandardButton.No)
+    [action] = panel.context_menu(panel.model.locate("b_done")).actions()
+    assert action.text() == "Delete batch…" and action.isEnabled()
+    action.trigger()
+    assert len(asked) == 1 and "b_done" in asked[0] and "1 trial" in asked[0]
+    assert panel.store.batch_summary("b_done") is not None
+    assert panel.model.index_of("batch", "b_done").isValid()
+
+
+def test_delete_batch_yes_asks_the_store_to_delete_it(deletable, monkeypatch):
+    """The call the window makes, spied: Store.delete_batches is another change's (engine/store)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    panel = deletable
+    _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    calls = []
+    monkeypatch.setattr(panel.store, "delete_batches", calls.append, raising=False)
+    assert panel.delete_batch("b_done")
+    assert calls == [["b_done"]]
+
+
+def test_delete_batch_yes_removes_it_from_the_store_and_the_tree(qtbot, deletable, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    panel = deletable
+    _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    [action] = panel.context_menu(panel.model.locate("b_done")).actions()
+    with qtbot.waitSignal(panel.batch_deleted, timeout=5000) as deleted:
+        action.trigger()
+    assert deleted.args == ["b_done"]
+    assert panel.store.batch_summary("b_done") is None and panel.store.get_trial("t_b_done") is None
+    assert not panel.model.index_of("batch", "b_done").isValid()
+    assert panel.model.index_of("batch", "b_running").isValid()
+
+
+def test_a_running_batch_cannot_be_deleted_and_the_menu_says_why(deletable, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    panel = deletable
+    asked = _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    [action] = panel.context_menu(panel.model.locate("b_running")).actions()
+    assert not action.isEnabled() and "running" in action.text()
+    assert not panel.delete_batch("b_running") and asked == []
+    assert panel.store.batch_summary("b_running") is not None
+
+
+def test_the_window_shows_nothing_of_a_deleted_batch(qtbot, tmp_path, make_window, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    with Store(tmp_path / "window.db") as store:
+        _finished_batch(store, "b_kept", "adds_numbers", 0)
+        _finished_batch(store, "b_done", "writes_greet", 1)
+    window = make_window(tmp_path / "window.db")
+    _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    # Another batch deleted: the trial shown stays.
+    assert window.browser.select_id("t_b_kept")
+    qtbot.waitUntil(lambda: window.selected_trial == "t_b_kept")
+    assert window.browser.delete_batch("b_done")
+    assert window.selected_trial == "t_b_kept" and window.browser.current_trial() == "t_b_kept"
+    assert window.header.title.full_text().startswith("adds_numbers #1")
+    # The shown trial's batch deleted: nothing of it stays, and the window says nothing is selected.
+    assert window.browser.delete_batch("b_kept")
+    assert window.selected_trial is None and window.selected_batch is None
+    assert window.header.title.full_text() == "No trial selected"
