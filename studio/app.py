@@ -1,7 +1,7 @@
 """The studio's main window and its entry points (`proctor studio`, `proctor-studio`).
 
 Left: the trial browser. Right: what is selected, as tabs (Overview, Timeline,
-Trajectory, Diff, Evidence, Egress) under a header that says what it is and
+Trajectory, Diff, Evidence, Egress, Source) under a header that says what it is and
 how it ended; or, in their place, two trials compared (Ctrl-click two, then
 Compare; Esc goes back), or one finished trial replayed (Replay; Esc goes back). Bottom: Docker's state and the store. The window only
 wires: the bridge's batched events go into the live-trials model, which the
@@ -39,7 +39,7 @@ from engine.store.browse import TrialSpans, batch_spans, locate, pass_and_fail
 
 from . import theme
 from .bridge import EngineBridge
-from .cli import At, add_arguments, parse_at
+from .cli import SCREENSHOT_SIZE, At, add_arguments, parse_at
 from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
 from .off_gui import STORE_WAIT_S, OffGuiThread, wait_for_writer
@@ -52,6 +52,7 @@ from .views.egress import EgressView
 from .views.evidence import EvidenceView
 from .views.header import TrialHeader
 from .views.run import RunDialog, default_eval_path
+from .views.source import SourceView
 from .views.status import DockerStatus
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
@@ -111,6 +112,7 @@ TABS: tuple[Tab, ...] = (
     Tab("diff", DiffView, "Ctrl+4"),
     Tab("evidence", EvidenceView, "Ctrl+5"),
     Tab("egress", EgressView, "Ctrl+6"),
+    Tab("source", SourceView, "Ctrl+7"),
 )
 
 
@@ -132,6 +134,7 @@ class MainWindow(QMainWindow):
         self.browser.batch_selected.connect(self.open_batch)
         self.browser.run_selected.connect(self.open_run)
         self.browser.compare_run.connect(self.compare_pass_with_fail)
+        self.browser.batch_deleted.connect(self._on_batch_deleted)
         self.browser.selection_changed.connect(self._update_compare_action)
         self.header = TrialHeader(self.live)
         # Every one a RecordView; the window fills the current one with what is selected.
@@ -140,9 +143,12 @@ class MainWindow(QMainWindow):
         self.overview, self.grid = self.overview_page.overview, self.overview_page.grid
         self.grid.compare_requested.connect(self.open_compare)
         self.grid.trial_activated.connect(self.browser.select_id)
+        self.overview_page.trial_activated.connect(self.browser.select_id)  # the batch overview's links
         self.trajectory, self.diff = self.views["trajectory"], self.views["diff"]
         self.evidence, self.egress = self.views["evidence"], self.views["egress"]
         self.timeline.span_clicked.connect(self._jump_to_items)
+        self.trajectory.validation_clicked.connect(self._jump_to_items)  # a check's row: its card
+        self.timeline.trial_clicked.connect(self.browser.select_id)  # a batch row opens its trial
         self.tabs = QTabWidget()
         for tab in TABS:
             self.tabs.addTab(self.views[tab.name], tab.name.capitalize())
@@ -306,6 +312,18 @@ class MainWindow(QMainWindow):
         self.header.show_damaged(trial_id, message)
         self.show_error(message)
 
+    def _on_batch_deleted(self, _batch_id: str) -> None:
+        """The current row went with a deleted batch (Qt says nothing): what it showed is a
+        leftover, so the window shows nothing until the next pick."""
+        if self.browser.tree.currentIndex().isValid():
+            return  # the row shown is another batch's
+        self._select(None, None)
+        self._record, self._filled = None, set()
+        self._update_replay_action()
+        for view in self.views.values():
+            view.show_record(None)
+        self.header.show_record(None)
+
     def _fill_current(self) -> None:
         """Fill the view on the current tab with the selected record, once per record."""
         view = self.tabs.currentWidget()
@@ -398,6 +416,9 @@ class MainWindow(QMainWindow):
             self.trajectory.select_phase(phase, index)
             self.tabs.setCurrentWidget(self.trajectory)
             return
+        if self._record is not None and self.evidence not in self._filled:  # a tab fills when first shown
+            self._filled.add(self.evidence)
+            self.evidence.show_record(self._record)
         kind = {"check": "command", "judge": "judge"}.get(phase)
         cards = [c for c in self.evidence.cards if c.validation.kind == kind]
         target = cards[index - 1] if kind and index and index <= len(cards) else None
@@ -652,6 +673,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         self.settings.setValue("geometry", self.saveGeometry())
+        if self._sizes_before_compare:  # Compare widened its side: keep the user's place
+            self.splitter.setSizes(self._sizes_before_compare)
         self.settings.setValue("splitter", self.splitter.saveState())
         self.bridge.shutdown()
         self.docker_status.stop()
@@ -759,32 +782,51 @@ def run(args: argparse.Namespace) -> int:
         scratch = tempfile.mkdtemp(prefix="proctor-shot-")
         settings = QSettings(os.path.join(scratch, "studio.ini"), QSettings.Format.IniFormat)
     window = MainWindow(store, settings, watch_docker=not args.screenshot)
-    if args.screenshot:
-        width, _, height = args.size.partition("x")
-        window.resize(int(width), int(height))
+    size = args.size or (SCREENSHOT_SIZE if args.screenshot else None)
+    if size is not None:
+        window.resize(*size)
     window.show()
-    if error := open_from_args(window, args.open_id, args.view, args.at):
-        print(f"proctor: {error}", file=sys.stderr)
-        if args.screenshot:
+    error = open_from_args(window, args.open_id, args.view, args.at)
+    # What is shown may need more room than was asked: say so rather than draw another size.
+    size_error = _size_error(window, size) if size is not None and error is None else None
+    if error is not None or size_error is not None:
+        print(f"proctor: {error or size_error}", file=sys.stderr)
+        if args.screenshot or size_error is not None:
             window.close()
             store.close()
             return 2
     if args.screenshot:
-        return _screenshot(app, window, args.screenshot)
+        return _screenshot(app, window, args.screenshot, size or SCREENSHOT_SIZE)
     code = app.exec()
     store.close()
     return code
 
 
-def _screenshot(app: QApplication, window: MainWindow, path: Path) -> int:
+def _size_error(window: QMainWindow, size: tuple[int, int]) -> str | None:
+    """Why the window is not the size `--size` asked for, in one sentence; None when it is."""
+    width, height = size
+    if (window.width(), window.height()) == size:
+        return None
+    least = window.minimumSizeHint().expandedTo(window.minimumSize())
+    if least.width() > width or least.height() > height:
+        return (f"the window cannot be {width}x{height}: what it shows needs at least "
+                f"{least.width()}x{least.height()} (pass a larger --size)")
+    return f"the window cannot be {width}x{height}: it came out {window.width()}x{window.height()}"
+
+
+def _screenshot(app: QApplication, window: MainWindow, path: Path, size: tuple[int, int]) -> int:
     deadline = time.monotonic() + 0.6  # let timers draw (timeline, live rows)
     while time.monotonic() < deadline:
         app.processEvents()
         time.sleep(0.02)
+    error = _size_error(window, size)  # a view filled meanwhile may have widened it
     path.parent.mkdir(parents=True, exist_ok=True)
-    ok = window.grab().save(str(path))
+    ok = error is None and window.grab().save(str(path))
     window.close()
     window.store.close()
+    if error is not None:
+        print(f"proctor: {error}", file=sys.stderr)
+        return 2
     if not ok:
         print(f"proctor: could not write {path}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 # The tab names again, as studio/app.py's TABS holds them (a test keeps the two alike):
 # `proctor --help` builds this parser, and the CLI must not import Qt to do it.
-TABS = ["overview", "timeline", "trajectory", "diff", "evidence", "egress"]
+TABS = ["overview", "timeline", "trajectory", "diff", "evidence", "egress", "source"]
 VIEWS = ["browser", *TABS, "compare", "replay"]
 
 
@@ -24,7 +24,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --view replay: where the replay stands, a fraction (0.5) or a time (3s, 1500ms);"
                              " default the end")
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="render the window off screen to this PNG and exit")
-    parser.add_argument("--size", default="1400x860", help="window size for --screenshot (WxH)")
+    parser.add_argument("--size", type=parse_size, metavar="WxH",
+                        help=f"the window's size, in pixels (a screenshot's default {SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
+
+
+SCREENSHOT_SIZE = (1400, 860)
+_SIZE = re.compile(r"(\d{1,5})x(\d{1,5})")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`1024x700` as (1024, 700); argparse turns the ArgumentTypeError into one line and exit 2."""
+    match = _SIZE.fullmatch(text.strip().lower())
+    if match is None or not all(int(n) > 0 for n in match.groups()):
+        raise argparse.ArgumentTypeError(f"--size takes WxH in pixels (like 1024x700), not {text}")
+    return int(match[1]), int(match[2])
 
 
 _AT = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m)?")

@@ -1,6 +1,7 @@
 """The small widgets and rich-text helpers the panels share, so that no panel imports another.
 
-Text: rich text with `redact.MARK` drawn as badges and `code` spans in monospace,
+Text: agent text made `visible` (controls as markers, never obeyed), rich text with
+`redact.MARK` drawn as badges and `code` spans in monospace,
 outcome words and pills, a record's one-line reason, byte counts. Widgets: a
 label that elides instead of widening its panel, a monospace text block, cards,
 tags, wrapped labels, empty states, scroll areas and read-only tables.
@@ -30,6 +31,16 @@ MUTED = "color: palette(placeholder-text);"  # secondary text, as a style sheet
 TRUNCATED_MARK = "[truncated "  # how limits.truncate marks a cut: "[truncated 1,234 chars]"
 
 _CODE = re.compile(r"`([^`]*)`?")
+# Terminal escape sequences an agent's output may carry: CSI (colours, cursor moves), OSC (titles,
+# links), then any other ESC pair; dropped, as a terminal would not print them either.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]")
+# Characters that are invisible or reorder what follows (bidi overrides and isolates, zero-width
+# and tag characters, C0 and C1 controls but tab and newline): each is shown as a marker instead.
+# Zero-width (non-)joiners stay: emoji sequences and Persian words need them.
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f\u2028-\u202e"
+                     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U0001bca0-\U0001bca3\U000e0001"
+                     "\U000e0020-\U000e007f]")
+_ASCII_UNSEEN = bytes([*range(0, 9), *range(11, 32), 127])  # _UNSEEN's ASCII part (ESC and CR too)
 _OUTCOME_WORD = {"pass": "PASS", "fail": "FAIL", "infra_error": "INFRA ERROR", "skipped": "SKIPPED",
                  None: "RUNNING"}
 
@@ -44,6 +55,19 @@ def fmt_bytes(n: int) -> str:
         if n < 1024 or unit == "GB":
             return f"{n:.1f} {unit}"
     return f"{n} B"
+
+
+def visible(text: str) -> str:
+    r"""Agent text as it is, never as it would act: terminal escape sequences dropped, and every
+    invisible or bidirectional control shown as a marker (`⟨U+202E⟩`), so `\u202eevil.txt`
+    never reads as `txt.live`. Line breaks stay; `\r\n` is one. HTML escaping is the caller's."""
+    if text.isascii():  # almost every text: C0 controls and DEL are all there is to look for
+        if len(text.encode().translate(None, _ASCII_UNSEEN)) == len(text):
+            return text
+    elif _UNSEEN.search(text) is None:
+        return text
+    text = _ANSI.sub("", text.replace("\r\n", "\n"))
+    return _UNSEEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
 
 
 def utf16_index(text: str, i: int) -> int:
@@ -72,7 +96,7 @@ def redacted_html(escaped_text: str) -> str:
 
 def rich(text: str, *, code: bool = True) -> str:
     """Plain text as Qt rich text: escaped, `code` spans in monospace, redaction marks as badges."""
-    escaped = html.escape(text)
+    escaped = html.escape(visible(text))
     if code and "`" in escaped:
         family = html.escape(mono_font().family())
         escaped = _CODE.sub(lambda m: f"<span style=\"font-family:'{family}'\">{m.group(1)}</span>",
@@ -153,7 +177,7 @@ class ElidedLabel(QLabel):
         return self._full
 
     def set_full_text(self, text: str) -> None:
-        self._full = text.replace("\n", " ")
+        self._full = visible(text).replace("\n", " ")
         self.setToolTip(self._full if len(self._full) > 40 else "")
         self._refit()
 
@@ -251,7 +275,7 @@ class TextBlock(QTextEdit):
         self.document().setDocumentMargin(5)
         self.lines = lines
         self.expanded = False
-        self.setPlainText(text.rstrip("\n"))
+        self.setPlainText(visible(text).rstrip("\n"))
         self._mark(MARK, None, REDACTED_BADGE_BG, REDACTED_BADGE_FG)
         self._mark(TRUNCATED_MARK, "]", AMBER, "#1f1f1f")
         self._fit()
@@ -336,13 +360,14 @@ def make_table(headers: list[str]) -> QTableWidget:
 def table_item(text: str, *, colour: str | None = None, mono: bool = False, tip: str | None = None,
                align_right: bool = False) -> QTableWidgetItem:
     """A cell; a long text keeps the whole of it in its tooltip."""
+    text = visible(text)
     item = QTableWidgetItem(text)
     if colour:
         item.setForeground(QColor(colour))
     if mono:
         item.setFont(mono_font())
     if tip or len(text) > 40:
-        item.setToolTip(tip or text)
+        item.setToolTip(visible(tip) if tip else text)
     if align_right:
         item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     return item

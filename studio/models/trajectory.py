@@ -1,4 +1,5 @@
-"""The trajectory as a flat list: a header row per turn, then that turn's items.
+"""The trajectory as a flat list: a header row per turn, then that turn's items, and after
+them the checks and judge verdicts that ran before the next turn (or at the end).
 
 Rows are plain Python objects prepared once (summary, full text, lower-cased
 text for search), so painting, filtering and searching 10,000 items never
@@ -17,11 +18,18 @@ from typing import Any
 from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelIndex,
                             QSortFilterProxyModel, Qt)
 
-from engine.models import TrajectoryItem, TrialRecord, TurnRecord
+from engine.models import TrajectoryItem, TrialRecord, TurnRecord, Validation
 from engine.text import fmt_ms
+from studio.theme import VALIDATION_GLYPH
+from studio.widgets import visible
 
 KINDS = ("message", "command", "toolCall", "fileChange")
 HEADER = "turn"  # the kind of a turn header row
+VALIDATION = "validation"  # a check's or a judge's verdict: shown whatever kinds are filtered
+# The phase a validation ran in, and what the trajectory calls it, by its kind.
+VALIDATION_PHASE = {"command": "check", "judge": "judge"}
+VALIDATION_WORD = {"command": "check", "judge": "judge", "check": "error in the eval"}
+VALIDATION_LINES = 3  # a verdict's lines in the trajectory; the rest are in its Evidence card
 
 KindRole = Qt.ItemDataRole.UserRole + 1
 TurnRole = Qt.ItemDataRole.UserRole + 2
@@ -49,6 +57,7 @@ class Row:
     ms: int | None = None  # a header's turn duration
     lower: str = ""  # `text` lower-cased, for search
     lines: int = 0  # lines in `body`, for a cheap folded height
+    phase: tuple[str, int] | None = None  # a validation's phase and number ("check", 1): its card
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -57,6 +66,7 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 
 def _row(id: int, kind: str, turn: int, title: str, body: str, **kw: Any) -> Row:
+    title, body = visible(title), visible(body)  # agent text: shown, never obeyed
     text = "\n".join(part for part in (title, body) if part)
     summary = _one_line(title or body)
     row = Row(id, kind, turn, title, body, text, summary, **kw)
@@ -93,6 +103,57 @@ def item_row(id: int, item: TrajectoryItem) -> Row:
     return _row(id, "fileChange", item.turn, f"{item.change or 'change'} {item.path or ''}".strip(), "", **kw)
 
 
+def validation_row(id: int, turn: int, validation: Validation, phase: tuple[str, int] | None) -> Row:
+    """A verdict as the Evidence card sums it up: what ran, its status, what it came to."""
+    word = VALIDATION_WORD[validation.kind] + (f" {phase[1]}" if phase else "")
+    e = validation.evidence
+    lines: list[str] = []
+    if validation.kind == "command":
+        lines = [f"{VALIDATION_GLYPH['passed' if a.get('passed') else 'failed']} "
+                 f"{a.get('matcher', '')} — {a.get('message', '')}" for a in e.get("assertions", [])]
+    elif validation.kind == "judge":
+        judgment = e.get("judgment") or {}
+        if "score" in judgment:
+            lines.append(f"score {float(judgment['score']):.2f} vs threshold {float(e.get('threshold', 0.5)):.2f}")
+        if judgment.get("reasoning"):
+            lines.append(str(judgment["reasoning"]))
+    else:
+        lines.append(f"{e.get('exception', 'Exception')}: {e.get('message', '')}")
+    if e.get("error"):
+        lines.append(f"! {e['error']}")
+    if len(lines) > VALIDATION_LINES:
+        lines[VALIDATION_LINES - 1:] = [f"… {len(lines) - VALIDATION_LINES + 1} more in Evidence"]
+    code = e.get("exit_code") if validation.kind == "command" else None
+    row = _row(id, VALIDATION, turn, f"{word} · {validation.name}", "\n".join(lines),
+               exit_code=code if isinstance(code, int) else None, truncated=validation.truncated,
+               status=validation.status, ms=validation.ms, phase=phase)
+    row.summary = f"{VALIDATION_GLYPH[validation.status]} {_one_line(row.title)} · {validation.status}"
+    return row
+
+
+def placed_validations(record: TrialRecord) -> dict[int, list[tuple[Validation, tuple[str, int] | None]]]:
+    """Each validation, in the order they ran, under the turn it followed: the last turn that
+    started before its phase did; the last turn when its phase is not recorded; 0 before any."""
+    turns = sorted({t.index for t in record.turns} | {i.turn for i in record.trajectory})
+    turn_starts = sorted((p.start_ms, p.index) for p in record.phases
+                         if p.phase == "turn" and p.index in turns)
+    starts = {(p.phase, p.index): p.start_ms for p in record.phases}
+    numbers: Counter[str] = Counter()
+    placed: dict[int, list[tuple[Validation, tuple[str, int] | None]]] = {}
+    for validation in record.validations:
+        phase = VALIDATION_PHASE.get(validation.kind)
+        target = None
+        if phase is not None:
+            numbers[phase] += 1
+            target = (phase, numbers[phase])
+        start = starts.get(target) if target else None
+        turn = turns[-1] if turns else 0
+        if start is not None:
+            turn = max((n for s, n in turn_starts if s <= start), default=0)
+        placed.setdefault(turn, []).append((validation, target))
+    return placed
+
+
 class TrajectoryModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -103,20 +164,29 @@ class TrajectoryModel(QAbstractListModel):
     # --- filling ----------------------------------------------------------------------
 
     def set_record(self, record: TrialRecord | None) -> None:
-        """The record's turns and items; None: no rows."""
+        """The record's turns and items, each turn's checks after it; None: no rows."""
         self.beginResetModel()
         self.rows, self.counts, self._headers = [], Counter(), {}
         turns = {t.index: t for t in record.turns} if record is not None else {}
         items: dict[int, list[TrajectoryItem]] = {}
         for item in record.trajectory if record is not None else ():
             items.setdefault(item.turn, []).append(item)
+        # A running trial's verdicts are not in yet (a replay's running copy still carries them).
+        placed = placed_validations(record) if record is not None and record.outcome is not None else {}
+        self._add_validations(0, placed.get(0, ()))
         for n in sorted(set(turns) | set(items)):
             turn = turns.get(n)
             self._add(header_row(len(self.rows), n, turn.prompt, turn.status, turn.ms) if turn
                       else header_row(len(self.rows), n))
             for item in items.get(n, ()):
                 self._add(item_row(len(self.rows), item))
+            self._add_validations(n, placed.get(n, ()))
         self.endResetModel()
+
+    def _add_validations(self, turn: int,
+                         validations: Iterable[tuple[Validation, tuple[str, int] | None]]) -> None:
+        for validation, phase in validations:
+            self._add(validation_row(len(self.rows), turn, validation, phase))
 
     def append_items(self, items: Iterable[TrajectoryItem]) -> None:
         """Live: new items at the end, with a header for each new turn, in one insert."""
@@ -186,7 +256,7 @@ class TrajectoryModel(QAbstractListModel):
             return []
         start = self._headers[index]
         end = start + 1
-        while end < len(self.rows) and self.rows[end].kind != HEADER:
+        while end < len(self.rows) and self.rows[end].kind not in (HEADER, VALIDATION):
             end += 1
         return list(range(start, end))
 
@@ -231,7 +301,7 @@ class TrajectoryFilter(QSortFilterProxyModel):
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         kind = self._model.rows[source_row].kind
-        return kind == HEADER or kind in self._kinds
+        return kind in (HEADER, VALIDATION) or kind in self._kinds
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role == MatchRole:

@@ -30,7 +30,7 @@ from engine.models import TrialRecord
 from studio.models.diff import FileDiff, parse_diff, split_numbers, split_rows, unified_rows
 from studio.models.files import FILE_ROLE, STATUS_WORDS, FileListModel, Index
 from studio.theme import REDACTED_BADGE_BG, REDACTED_BADGE_FG, is_dark, mono_font
-from studio.widgets import empty_state, marked_spans, rich, utf16_index
+from studio.widgets import empty_state, marked_spans, rich, utf16_index, visible
 
 LARGE_FILE_CHARS = 1_000_000
 HEAD_LINES = 2_000
@@ -218,6 +218,7 @@ class DiffEdit(QPlainTextEdit):
     def show_rows(self, text: str, kinds: list[str], numbers: list[tuple[int | None, ...]], *,
                   columns: int, marker: bool, language: re.Pattern[str] | None) -> None:
         self.kinds, self.numbers, self._columns = kinds, numbers, columns
+        text = visible(text)  # line for line: controls become markers, never line breaks
         widest = max((n for row in numbers for n in row if n is not None), default=0)
         self._digits = max(3, len(str(widest)))
         syntax = len(kinds) <= SYNTAX_MAX_LINES
@@ -399,7 +400,7 @@ class _FileDelegate(QStyledItemDelegate):
         painter.setPen(text_colour)
         path_rect = QRect(rect.left() + lw, rect.top(), max(0, right - rect.left() - lw),
                           rect.height())
-        path = metrics.elidedText(f.path, Qt.TextElideMode.ElideMiddle, path_rect.width())
+        path = metrics.elidedText(visible(f.path), Qt.TextElideMode.ElideMiddle, path_rect.width())
         painter.drawText(path_rect, Qt.AlignmentFlag.AlignVCenter, path)
         painter.restore()
 
@@ -638,14 +639,14 @@ class DiffView(QWidget):
             self.file_header.setText("")
             self._show_message(self.message.text())
             return
-        moved = html.escape(f" ← {f.old_path}" if f.old_path else "")
+        moved = html.escape(visible(f" ← {f.old_path}") if f.old_path else "")
         counts = "binary" if f.binary else _counts_html(f.added, f.removed)
         muted = DiffColours.current().muted
         status = f"<span style='color:{muted}'>{STATUS_WORDS[f.status]}</span>"
-        path = html.escape(f.path)
+        path = html.escape(visible(f.path))
         self.file_header.setText(f"<b>{path}</b>{moved} &nbsp;{status} &nbsp;{counts}")
         if f.binary:
-            self._show_message(f"Binary file — not shown\n{f.path}")
+            self._show_message(f"Binary file — not shown\n{visible(f.path)}")
             return
         if f.body_start >= f.end:
             self._show_message("No text changes in this file (empty, or only its mode changed).")

@@ -8,6 +8,8 @@ import threading
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel
 
+from engine.sandbox.client import connect
+from engine.text import plural
 from studio import theme
 
 DOCKER_POLL_S = 5.0
@@ -27,14 +29,13 @@ class DockerStatus(QLabel):
 
     @staticmethod
     def check() -> tuple[str, bool]:
-        import docker
-
         try:
-            client = docker.from_env(timeout=5)
+            client = connect(timeout=5)  # the daemon a run would use, Proctor's own included
             version = client.version().get("Version", "?")
             running = len(client.api.containers(filters={"label": "proctor=1"}))
             client.close()
-            return f"● Docker {version} · {running} sandboxes running", True
+            sandboxes = plural(running, "sandbox", "sandboxes")
+            return f"● Docker {version} · {sandboxes} running", True
         except Exception:
             return ("○ Docker is not reachable: start it with `sudo systemctl start docker` "
                     "or `sudo bash packaging/docker-up`"), False

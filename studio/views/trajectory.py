@@ -25,11 +25,14 @@ from engine.models import TrajectoryItem, TrialRecord, TurnRecord
 from engine.redact import MARK as REDACTED
 from engine.text import fmt_ms
 from studio.models.live import LiveTrials
-from studio.models.trajectory import (HEADER, KINDS, MatchRole, Row, TextRole, TrajectoryFilter,
+from studio.models.trajectory import (HEADER, KINDS, VALIDATION, MatchRole, Row, TextRole, TrajectoryFilter,
                                       TrajectoryModel)
-from studio.theme import GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG, mono_font
+from studio.theme import (GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG, VALIDATION_COLOUR,
+                          VALIDATION_GLYPH, mono_font)
 
 FOLD_LINES = 3
+SEARCH_LEAST = 100  # the search field's width when the toolbar is at its narrowest
+SEARCH_ROOM = 80  # more for the search before the chips' labels take room beside it
 PAD_X, PAD_Y, ICON, GAP = 8, 5, 18, 8
 KIND_COLOUR = {"message": GROUP_COLOUR["agent"], "command": "#455a64", "toolCall": "#2b7bb9",
                "fileChange": "#b7791f"}
@@ -124,8 +127,10 @@ class TrajectoryDelegate(QStyledItemDelegate):
         return "" if row.kind == "message" else ("$ " if row.kind == "command" else "") + row.title
 
     def _badges_width(self, row: Row) -> int:
-        """Room the exit-code and truncation badges take at the end of the first line."""
+        """Room the status, exit-code and truncation badges take at the end of the first line."""
         fm, w = self.fonts.fm_small_bold, 6
+        if row.kind == VALIDATION:
+            w += fm.horizontalAdvance(row.status) + 12
         if row.exit_code is not None:
             w += fm.horizontalAdvance(f"exit {row.exit_code}") + 12
         if row.truncated:
@@ -153,7 +158,7 @@ class TrajectoryDelegate(QStyledItemDelegate):
         return (*self._wrapped[key], 0)
 
     def foldable(self, row: Row) -> bool:
-        if row.kind == HEADER:
+        if row.kind in (HEADER, VALIDATION):  # a verdict's whole story is its Evidence card
             return False
         if row.lines > FOLD_LINES or row.id in self._view.expanded:
             return True
@@ -210,14 +215,22 @@ class TrajectoryDelegate(QStyledItemDelegate):
         p.drawLine(rect.bottomLeft(), rect.bottomRight())
 
         f = self.fonts
-        paint_icon(p, QRectF(rect.left() + PAD_X, rect.top() + PAD_Y, ICON, ICON), row.kind)
+        icon = QRectF(rect.left() + PAD_X, rect.top() + PAD_Y, ICON, ICON)
+        if row.kind == VALIDATION:
+            paint_verdict(p, icon, row.status)
+        else:
+            paint_icon(p, icon, row.kind)
         x = rect.left() + PAD_X + ICON + GAP
         right = rect.right() - PAD_X
         y = rect.top() + PAD_Y
         expanded = row.id in self._view.expanded
         title, body, folded = self.layout(row, expanded)
-        if row.exit_code is not None or row.truncated:  # badges end the first line
+        if row.exit_code is not None or row.truncated or row.kind == VALIDATION:  # badges end the first line
             line_h, badge_right = (f.fm_ui if row.kind == "message" else f.fm_mono).lineSpacing(), right
+            if row.kind == VALIDATION:
+                badge_right -= self._badge(p, badge_right, y, line_h, row.status,
+                                           QColor(VALIDATION_COLOUR.get(row.status, "#888888")),
+                                           QColor("#ffffff")) + 4
             if row.exit_code is not None:
                 colour = OUTCOME_COLOUR["pass" if row.exit_code == 0 else "fail"]
                 badge_right -= self._badge(p, badge_right, y, line_h, f"exit {row.exit_code}", QColor(colour),
@@ -337,6 +350,21 @@ def paint_icon(p: QPainter, box: QRectF, kind: str) -> None:
     p.restore()
 
 
+def paint_verdict(p: QPainter, box: QRectF, status: str) -> None:
+    """A check's or a judge's verdict: its status colour and glyph, as the Evidence card has them."""
+    p.save()
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor(VALIDATION_COLOUR.get(status, "#888888")))
+    p.drawRoundedRect(box, 4, 4)
+    font = QFont()
+    font.setBold(True)
+    font.setPixelSize(13)
+    p.setFont(font)
+    p.setPen(QColor("#ffffff"))
+    p.drawText(box, Qt.AlignmentFlag.AlignCenter, VALIDATION_GLYPH.get(status, "?"))
+    p.restore()
+
+
 def kind_icon(kind: str, size: int = 16) -> QIcon:
     pixmap = QPixmap(size * 2, size * 2)  # drawn at twice the size, so it stays crisp on HiDPI
     pixmap.setDevicePixelRatio(2)
@@ -364,6 +392,9 @@ class _List(QListView):
 class TrajectoryView(QWidget):
     """A trial's items: as stored, or, while it runs, growing from the live model."""
 
+    # A check's or judge's row was clicked: its phase and number ("check", 1), for its Evidence card.
+    validation_clicked = Signal(str, int)
+
     def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.live = live
@@ -387,7 +418,7 @@ class TrajectoryView(QWidget):
             bar.addWidget(chip)
         bar.addStretch(1)
         self.search = QLineEdit(placeholderText="Search  (Ctrl+F)", clearButtonEnabled=True)
-        self.search.setMinimumWidth(160)
+        self.search.setMinimumWidth(SEARCH_LEAST)
         self.search.textChanged.connect(self._on_search)
         shift = Qt.KeyboardModifier.ShiftModifier
         self.search.returnPressed.connect(
@@ -422,11 +453,12 @@ class TrajectoryView(QWidget):
         layout.setSpacing(0)
         layout.addLayout(bar)
         layout.addWidget(self.list)
-        # The chips' labels need about 350 px more than their icons: below that width the
-        # chips show icons only (their tooltips name them), so a 1,024-pixel window fits.
+        # The chips' labels need about 350 px more than their icons: where the row lacks that
+        # room the chips show icons only (their tooltips name them), so half a laptop screen fits.
         self._bar = bar
-        self._wide_enough = bar.sizeHint().width()
-        self.setMinimumWidth(bar.minimumSize().width() - self._labels_width())
+        self._set_chip_style(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        self._least_width = bar.minimumSize().width()
+        self._labelled: tuple[tuple[str, ...], int] | None = None  # chip texts, the row's width with them
 
         context = Qt.ShortcutContext.WidgetWithChildrenShortcut
         # Ctrl+F belongs to the window, which calls focus_search() on the current tab.
@@ -470,16 +502,38 @@ class TrajectoryView(QWidget):
             self.list.scrollToBottom()
         self._follow_when_shown = following and not shown
 
-    def _labels_width(self) -> int:
-        return sum(chip.sizeHint().width() - chip.iconSize().width() - 12 for chip in self.chips.values())
+    def minimumSizeHint(self) -> QSize:
+        """As narrow as the toolbar with the chips as icons: their labels come where they fit."""
+        return QSize(self._least_width, super().minimumSizeHint().height())
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        style = (Qt.ToolButtonStyle.ToolButtonTextBesideIcon if event.size().width() >= self._wide_enough
-                 else Qt.ToolButtonStyle.ToolButtonIconOnly)
+    def _labelled_width(self) -> int:
+        """The width at which the chips' labels fit beside the search; measured once per label set."""
+        texts = tuple(chip.text() for chip in self.chips.values())
+        if self._labelled is None or self._labelled[0] != texts:
+            extra = 0
+            for chip in self.chips.values():
+                style = chip.toolButtonStyle()
+                chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+                extra += chip.sizeHint().width()
+                chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+                extra -= chip.sizeHint().width()
+                chip.setToolButtonStyle(style)
+            self._labelled = (texts, self._least_width + extra + SEARCH_ROOM)
+        return self._labelled[1]
+
+    def _set_chip_style(self, style: Qt.ToolButtonStyle) -> None:
         for chip in self.chips.values():
             if chip.toolButtonStyle() != style:
                 chip.setToolButtonStyle(style)
+
+    def _fit_chips(self) -> None:
+        labelled = self.width() >= self._labelled_width()
+        self._set_chip_style(Qt.ToolButtonStyle.ToolButtonTextBesideIcon if labelled
+                             else Qt.ToolButtonStyle.ToolButtonIconOnly)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_chips()
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -573,6 +627,7 @@ class TrajectoryView(QWidget):
     def _update_chips(self) -> None:
         for kind, chip in self.chips.items():
             chip.setText(f"{KIND_LABEL[kind]} {self.model.counts.get(kind, 0)}")
+        self._fit_chips()  # wider counts may no longer fit as labels
         self.layout().activate()  # wider counts widen the chips now, not at the next event
 
     def _on_clicked(self, index: QModelIndex) -> None:
@@ -581,8 +636,12 @@ class TrajectoryView(QWidget):
         self.toggle(index)
 
     def toggle(self, index: QModelIndex) -> bool:
-        """Unfold a folded row or fold it back; False when it has nothing to fold."""
+        """Unfold a folded row or fold it back; False when it has nothing to fold. A check's
+        row says which it is instead (`validation_clicked`)."""
         row = self.model.rows[self.proxy.mapToSource(index).row()]
+        if row.kind == VALIDATION and row.phase is not None:
+            self.validation_clicked.emit(*row.phase)
+            return False
         if row.kind == HEADER or not self.delegate.foldable(row):
             return False
         self.expanded ^= {row.id}

@@ -314,7 +314,8 @@ def test_a_run_from_the_window_streams_live(docker_client, make_window, qtbot, t
     qtbot.waitUntil(lambda: "PASS" in window.header.outcome.text(), timeout=30_000)  # its stored record
     assert window.live.trial(trial_id) is None
     window.tabs.setCurrentWidget(window.trajectory)
-    assert window.trajectory.model.rowCount() == 5  # the full record: header + 4 commands
+    # The full record: header + 4 commands, then its check, once the record has its verdict.
+    assert window.trajectory.model.rowCount() == 6 and window.trajectory.model.rows[-1].kind == "validation"
     qtbot.waitUntil(lambda: len(set(turn_started())) == 2, timeout=30_000)
     _open_gate(docker_client, turn_started()[-1])
     qtbot.waitUntil(lambda: not window.bridge.is_running(batch_id), timeout=60_000)

@@ -116,3 +116,18 @@ def test_no_record_is_an_empty_state(view):
     view.show_record(None)
     assert view.cards == [] and "Select a trial" in view.note.text()
     assert view.scroll.widget().findChildren(ValidationCard) == []
+
+
+def test_agent_text_shows_controls_as_markers_and_drops_colour_codes(view, records):
+    record = records["writes_greet"].model_copy(deep=True)
+    record.validations = [Validation(
+        kind="command", name="ls \u202eevil.txt", status="failed",
+        evidence={"command": "ls \u202eevil.txt", "stdout": "\x1b[31mred\x1b[0m and \x1b[1;32mgreen\x1b[m",
+                  "stderr": "bell\x07", "exit_code": 2})]
+    view.show_record(record)
+    [card] = view.cards
+    text = seen(card)
+    assert "ls ⟨U+202E⟩evil.txt" in text and "\u202e" not in text
+    assert card.blocks["stdout"].toPlainText() == "red and green"
+    assert card.blocks["stderr"].toPlainText() == "bell⟨U+0007⟩"
+    assert card.title.toolTip() == "" and card.title.full_text() == "ls ⟨U+202E⟩evil.txt"

@@ -34,6 +34,7 @@ SEEN = {
     "diff": ["#e6ffec"],                                    # the added lines of calc.py
     "evidence": [OUTCOME_COLOUR["fail"], REDACTED_BADGE_BG],  # the failed check, the token
     "egress": [],                                           # the empty state's sentence only
+    "source": [],                                           # the eval file's text
 }
 
 
