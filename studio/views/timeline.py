@@ -47,6 +47,9 @@ DENSITY_BELOW_PX = 3  # rows thinner than this are one picture, not thousands of
 LABEL_SHARE = 0.33  # of the view's width, at most, for the row labels; longer ones are elided
 LABEL_MIN_PX = 110  # ... but never narrower than this
 SCROLL_ROWS = 3  # rows per wheel notch
+# A trial's wait for a concurrency slot is not its work: shown collapsed, a stub this share
+# of the trial's own time left of its start, until a click shows it to scale.
+WAIT_STUB = 0.03
 WAIT_WEIGHT = 0.35  # in the density picture, a trial waiting for a slot counts this much
 OUTCOME_WORD = {"infra_error": "void", None: "running"}
 # The density picture's colours: the phase groups, then a failed span in the fail colour;
@@ -305,6 +308,9 @@ class TimelineView(QWidget):
         self._now_ms = 0
         self._user_zoomed = False
         self.hover_text = ""
+        self.wait_expanded = False  # trial mode: the slot wait to scale, not a stub
+        self._wait_ms: int | None = None  # trial mode: the wait drawn collapsed, its real length
+        self._spans: list[Span] = []  # trial mode: what show_spans last drew
 
         self.vb.sigRangeChangedManually.connect(self._on_user_zoom)
         self.vb.sigXRangeChanged.connect(self._apply_geometry)
@@ -335,7 +341,37 @@ class TimelineView(QWidget):
     def show_spans(self, spans: list[Span], now_ms: int | None = None) -> None:
         """One row per phase kind in SPEC order; call again with more spans to grow it."""
         self._following = None
-        self._draw("trial", _phase_rows(spans), now_ms)
+        self._spans = spans
+        self._draw("trial", self._trial_rows(spans), now_ms)
+
+    def _trial_rows(self, spans: list[Span]) -> Rows:
+        """One row per phase; a collapsed wait's row says how long it was."""
+        rows = _phase_rows(self._collapse_wait(spans))
+        if self._wait_ms is None:
+            return rows
+        return [(f"slot {fmt_ms(self._wait_ms)} ▸" if label == "slot" else label, row_spans)
+                for label, row_spans in rows]
+
+    def _collapse_wait(self, spans: list[Span]) -> list[Span]:
+        """Trial mode: the wait for a slot (before 0) as one short stub, unless expanded."""
+        waits = [s for s in spans if s.phase == "slot"]
+        self._wait_ms = None
+        if not waits or self.wait_expanded:
+            return spans
+        work_end = max((self._end(s) for s in spans if s.phase != "slot"), default=1000)
+        self._wait_ms = sum(self._end(s) - s.start_ms for s in waits)
+        stub = Span("slot", None, -max(1, int(WAIT_STUB * work_end)), 0, waits[-1].status,
+                    waits[-1].detail)
+        return [stub] + [s for s in spans if s.phase != "slot"]
+
+    def toggle_wait(self) -> None:
+        """Show the wait for a slot to scale, or as a stub again."""
+        self.wait_expanded = not self.wait_expanded
+        self._user_zoomed = False
+        if self._following is not None:
+            self._draw_following()
+        else:
+            self.show_spans(self._spans, self._now_ms if any(s.end_ms is None for s in self._spans) else None)
 
     def show_batch(self, rows: Sequence[TrialRow | tuple[str, list[Span]]],
                    now_ms: int | None = None) -> None:
@@ -378,6 +414,11 @@ class TimelineView(QWidget):
         """The hover text: "phase · status · duration", then the detail."""
         running = span.end_ms is None
         status = "running" if running else span.status
+        if span.phase == "slot" and self._mode == "trial":
+            shown = "drawn short: click to show it to scale" if self._wait_ms is not None \
+                else "click to draw it short"
+            wait = self._wait_ms if self._wait_ms is not None else self._end(span) - span.start_ms
+            return f"waited {fmt_ms(wait)} for a free slot, before the trial started ({shown})"
         text = f"{span.label} · {status} · {fmt_ms(self._end(span) - span.start_ms)}"
         if span.detail:
             text += f"\n{span.detail}"
@@ -413,7 +454,7 @@ class TimelineView(QWidget):
         trial = self.live.trial(self._following) if self.live and self._following else None
         if trial is not None:
             now = trial.spans.now_ms(self.live.now_ms())
-            self._draw("trial", _phase_rows(trial.spans.spans), now)
+            self._draw("trial", self._trial_rows(trial.spans.spans), now)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
@@ -489,8 +530,10 @@ class TimelineView(QWidget):
         if self.row_labels != self.axis.rows or marks != self.axis.marks:
             self.axis.set_rows(self.row_labels, marks)
             self.plot.getPlotItem().layout.activate()  # the new width now, so no label is cut
+        earliest = min((s.start_ms for row in self._rows for s in row.spans), default=0) / 1000
         self.vb.setLimits(yMin=-0.5, yMax=max(len(self._rows), 1) - 0.5,
-                          xMin=-1.0, xMax=max(self._now_ms / 1000 * 1.5, 1.0), minXRange=0.001)
+                          xMin=min(-1.0, earliest * 1.1), xMax=max(self._now_ms / 1000 * 1.5, 1.0),
+                          minXRange=0.001)
         self._fit()
 
     def _item(self, key: str) -> pg.BarGraphItem:
@@ -591,6 +634,9 @@ class TimelineView(QWidget):
         if self._user_zoomed:
             return
         start, end = 0.0, max(self._now_ms / 1000, 0.001)
+        if self._mode == "trial":  # from the wait for a slot, drawn short or to scale
+            start = min((s.start_ms for row in self._rows for s in row.spans), default=0) / 1000
+            start = min(start, 0.0)
         if self.scrollbar.isVisible():
             top, bottom = self.vb.viewRange()[1]
             work = [(s.start_ms, self._end(s)) for row in self._rows[max(0, ceil(top)): floor(bottom) + 1]
@@ -702,7 +748,9 @@ class TimelineView(QWidget):
                 self.trial_clicked.emit(trial.trial_id)
             return
         span = self.span_at(point.x(), point.y()) if point is not None else None
-        if span is not None:
+        if span is not None and span.phase == "slot" and self._mode == "trial":
+            self.toggle_wait()
+        elif span is not None:
             self.span_clicked.emit(span.phase, span.index)
 
     # --- light and dark ------------------------------------------------------------------

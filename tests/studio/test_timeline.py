@@ -414,3 +414,41 @@ def test_the_same_batch_again_keeps_its_place_and_another_starts_at_the_top(tab,
     assert visible_rows(tab)[0] == pytest.approx(119.5)
     tab.show_batch(batch_rows(synthetic_batch(150, prefix="t_other")))  # another batch
     assert visible_rows(tab)[0] == pytest.approx(-0.5)
+
+
+def test_the_wait_for_a_slot_is_its_own_span_collapsed_until_clicked(timeline, records, qtbot):
+    """Item 5 of issue 11: a trial that waited 5.4 s for a slot before its own 3 s of work.
+    The wait is a stub left of 0 whose row says how long it was, so the work keeps the width;
+    a click on it draws it to scale, and another short again."""
+    record = records["writes_greet"]
+    phases = [PhaseSpan(phase="slot", start_ms=-5_400, end_ms=0, status="ok",
+                        detail="waited for a free slot")] + list(record.phases)
+    timeline.show_record(record.model_copy(update=dict(phases=phases)))
+    assert timeline.row_labels[0] == "slot 5.4s ▸"
+    work_end = max(p.end_ms for p in record.phases)
+    x0, x1 = timeline.vb.viewRange()[0]
+    assert x0 > -0.1 * work_end / 1000 and x1 >= work_end / 1000, "the work has the width"
+    stub = timeline.span_at(-0.01 * work_end / 1000, 0)
+    assert stub is not None and stub.phase == "slot"
+    assert timeline.describe(stub).startswith("waited 5.4s for a free slot")
+
+    timeline.toggle_wait()
+    assert timeline.row_labels[0] == "slot"
+    x0, _ = timeline.vb.viewRange()[0]
+    assert x0 <= -5.4, "the whole wait in view, to scale"
+    assert timeline.span_at(-3.0, 0).phase == "slot"
+    timeline.toggle_wait()
+    assert timeline.row_labels[0] == "slot 5.4s ▸"
+
+
+def test_a_click_on_the_collapsed_wait_expands_it(timeline, records, qtbot):
+    record = records["writes_greet"]
+    phases = [PhaseSpan(phase="slot", start_ms=-5_400, end_ms=0, status="ok")] + list(record.phases)
+    timeline.show_record(record.model_copy(update=dict(phases=phases)))
+    clicked = []
+    timeline.span_clicked.connect(lambda *a: clicked.append(a))
+    work_end = max(p.end_ms for p in record.phases)
+    point = timeline.vb.mapViewToScene(QPointF(-0.015 * work_end / 1000, 0))
+    qtbot.mouseClick(timeline.plot.viewport(), Qt.MouseButton.LeftButton,
+                     pos=timeline.plot.mapFromScene(point))
+    assert timeline.wait_expanded and clicked == [], "a click on the wait opens no items"
