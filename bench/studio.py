@@ -1006,13 +1006,17 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
 def timeline_batch_store(path: Path, trials: int = TIMELINE_TRIALS, slots: int = 8, seed: int = 11) -> str:
     """A store at `path` holding one finished batch of `trials` trials, `slots` at a time, each
     with every phase a real one has (slot wait, preparation, turns and their diffs, checks,
-    a judge for some, teardown, record); a few fail a check or void in setup. Returns its id."""
+    a judge for some, teardown, record), tokens on a named model, and times as the engine
+    writes them (started_at the real start, the wait before 0); a few fail a check or void in
+    setup. Returns its id."""
     rng = random.Random(seed)
     for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         stale.unlink(missing_ok=True)
     cases = [f"{verb}_{noun}" for verb in ("writes", "fixes", "refactors", "tests", "ports")
              for noun in ("greet", "parser", "cache", "cli_flags", "retry_loop", "config_loader")]
     variants = ["claude-sonnet", "mini-4.1"]
+    models = {"claude-sonnet": "claude-sonnet-4-5 at api.anthropic.com",
+              "mini-4.1": "gpt-4.1-mini at api.openai.com"}
     queued = datetime(2026, 11, 29, 17, 40, tzinfo=timezone.utc)
     batch_id = f"b_{rng.getrandbits(40):010x}"
     free = [0] * slots  # when each slot frees, in ms from the batch's queue time
@@ -1027,14 +1031,17 @@ def timeline_batch_store(path: Path, trials: int = TIMELINE_TRIALS, slots: int =
         for trial in range(1, min(5, trials - n) + 1):
             n += 1
             slot = min(range(slots), key=free.__getitem__)
-            at = free[slot]
-            phases = [PhaseSpan(phase="slot", status="ok", start_ms=0, end_ms=at)] if at else []
+            began = free[slot]  # ms from the batch's queue time: the wait for a slot before it
+            at = 0  # ms from the trial's own start
+            phases = [PhaseSpan(phase="slot", status="ok", start_ms=-began, end_ms=0,
+                                detail="waited for a free slot")] if began else []
             outcome, failure = "pass", None
 
-            def phase(name: str, ms: float, index: int | None = None, status: str = "ok") -> None:
+            def phase(name: str, ms: float, index: int | None = None, status: str = "ok",
+                      detail: str = "") -> None:
                 nonlocal at
                 phases.append(PhaseSpan(phase=name, index=index, status=status, start_ms=at,
-                                        end_ms=at + int(ms)))
+                                        end_ms=at + int(ms), detail=detail))
                 at += int(ms)
 
             for name, low, high in (("image", 30, 400), ("container", 500, 1300), ("env", 2, 8),
@@ -1047,7 +1054,7 @@ def timeline_batch_store(path: Path, trials: int = TIMELINE_TRIALS, slots: int =
             else:
                 phase("setup", rng.uniform(500, 8000))
                 phase("snapshot", rng.uniform(100, 400))
-                phase("harness", rng.uniform(50, 200))
+                phase("harness", rng.uniform(50, 200), detail=f"mini harness · {models[variant]}")
                 for turn in range(1, rng.choice([1, 1, 2, 3, 4]) + 1):
                     phase("turn", rng.lognormvariate(9.3, 0.6), turn)
                     phase("diff", rng.uniform(30, 300), turn)
@@ -1062,11 +1069,16 @@ def timeline_batch_store(path: Path, trials: int = TIMELINE_TRIALS, slots: int =
                     phase("judge", rng.uniform(2000, 9000), 1)
             phase("teardown", rng.uniform(300, 900))
             phase("record", rng.uniform(10, 60))
-            free[slot] = at
+            free[slot] = began + at
+            turns = sum(p.phase == "turn" for p in phases)
             store.save_trial(TrialRecord(
                 id=f"t_{rng.getrandbits(40):010x}", batch_id=batch_id, run_id=run_id, case_id=case,
                 variant=variant, trial=trial, trigger="studio", outcome=outcome, failure=failure,
-                started_at=iso(queued), finished_at=iso(queued + timedelta(milliseconds=at)),
+                queued_at=iso(queued), started_at=iso(queued + timedelta(milliseconds=began)),
+                finished_at=iso(queued + timedelta(milliseconds=began + at)),
+                command_count=rng.randint(2, 6) * turns,
+                usage=Usage(input=turns * rng.randint(8_000, 40_000), output=turns * rng.randint(300, 2_000),
+                            cache_read=turns * rng.randint(0, 20_000)) if turns else Usage(),
                 phases=phases))
     store.finish_batch(batch_id, "finished", iso(queued + timedelta(milliseconds=max(free))))
     store.close()

@@ -35,7 +35,7 @@ from ..models.live import LiveTrials
 SEARCH_DEBOUNCE_MS = 150
 POLL_MS = 1000  # how often to ask the store whether another process changed it
 TICK_MS = 500  # how often live rows repaint their elapsed time
-MATCH_ROWS = 100  # rows a search or filter opens at most, to show its matching trials
+MATCH_ROWS = 20  # rows a search or filter opens at least, to show its matching trials
 EMPTY_TEXT = ("No batches yet — run the demo suite: proctor run examples/demo -v, "
               "or press Run…")
 NO_MATCH_TEXT = "No trial matches these filters — widen them or clear the search."
@@ -265,19 +265,23 @@ class BrowserPanel(QWidget):
 
     def _expand_matches(self) -> None:
         """Open the batches and runs holding matches, so the matching trials show without two
-        clicks each: from the top, until about MATCH_ROWS rows are open (a query per row)."""
+        clicks each: from the top, until the rows fill the tree's height (at least MATCH_ROWS).
+        Each row opened is a query on the GUI thread: opening 100 rows made the worst filter
+        134 ms on a 100,000-trial store, against 83 ms without."""
+        row_px = max(self.tree.sizeHintForRow(0), self.fontMetrics().height(), 1)
+        limit = max(MATCH_ROWS, self.tree.viewport().height() // row_px)
         shown = 0
         for row in range(self.model.rowCount()):
             batch = self.model.index(row, 0)
             self.expand(batch)
             shown += 1 + self.model.rowCount(batch)
             for run_row in range(self.model.rowCount(batch)):
-                if shown >= MATCH_ROWS:
+                if shown >= limit:
                     return
                 run = self.model.index(run_row, 0, batch)
                 self.expand(run)
                 shown += self.model.rowCount(run)
-            if shown >= MATCH_ROWS:
+            if shown >= limit:
                 return
 
     def clear_filter(self) -> None:
