@@ -13,11 +13,13 @@ import html
 import re
 from collections.abc import Iterator
 
-from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QColor, QFont, QResizeEvent, QTextCharFormat, QTextCursor, QTextOption
+from PySide6.QtCore import QRect, QSize, Qt
+from PySide6.QtGui import (
+    QColor, QFont, QPaintEvent, QResizeEvent, QTextCharFormat, QTextCursor, QTextOption,
+)
 from PySide6.QtWidgets import (
-    QAbstractItemView, QFrame, QLabel, QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem,
-    QTextEdit, QVBoxLayout, QWidget,
+    QAbstractItemView, QFrame, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy, QTableWidget,
+    QTableWidgetItem, QTextEdit, QVBoxLayout, QWidget,
 )
 
 from engine.models import Failure, TrialRecord
@@ -371,3 +373,50 @@ def table_item(text: str, *, colour: str | None = None, mono: bool = False, tip:
     if align_right:
         item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     return item
+
+
+class _Gutter(QWidget):
+    """The strip left of a GutteredEdit's text: the edit says how wide and paints it."""
+
+    def __init__(self, edit: GutteredEdit) -> None:
+        super().__init__(edit)
+        self.edit = edit
+
+    def sizeHint(self) -> QSize:
+        return QSize(self.edit.gutter_width(), 0)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
+        self.edit.paint_gutter(self, event)
+
+
+class GutteredEdit(QPlainTextEdit):
+    """A plain-text pane with a gutter (line numbers) that scrolls with its text; a subclass
+    gives `gutter_width()` and `paint_gutter(gutter, event)`, and calls `fit_gutter()` when
+    the width it needs changes."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.gutter = _Gutter(self)
+        self.blockCountChanged.connect(self.fit_gutter)
+        self.updateRequest.connect(self._scroll_gutter)
+
+    def gutter_width(self) -> int:
+        raise NotImplementedError
+
+    def paint_gutter(self, gutter: QWidget, event: QPaintEvent) -> None:
+        raise NotImplementedError
+
+    def fit_gutter(self, *_: object) -> None:
+        self.setViewportMargins(self.gutter_width(), 0, 0, 0)
+        rect = self.contentsRect()
+        self.gutter.setGeometry(QRect(rect.left(), rect.top(), self.gutter_width(), rect.height()))
+
+    def _scroll_gutter(self, rect: QRect, dy: int) -> None:
+        if dy:
+            self.gutter.scroll(0, dy)
+        else:
+            self.gutter.update(0, rect.y(), self.gutter.width(), rect.height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self.fit_gutter()

@@ -27,6 +27,7 @@ from sqlalchemy import create_engine, insert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.models import TrialRecord  # noqa: E402
 from engine.store import Store  # noqa: E402
 from engine.store.tables import BatchRow, RunRow, TrialRow  # noqa: E402
 
@@ -171,6 +172,17 @@ def _trial(rng: random.Random, batch_id: str, run_id: str, case: str, variant: s
         duration_ms=duration_ms, started_at=_iso(started), finished_at=finished_at,
         tags=json.dumps(tags), tokens=usage_in + usage_out,
         phase=rng.choice(PHASES) if running else None, record=json.dumps(record))
+
+
+def put_trial(store: Store, record: TrialRecord) -> str:
+    """Store a trial as the engine does: queued first, then saved finished, or marked
+    running when it has no outcome yet."""
+    store.create_trial(record.model_copy(update=dict(outcome=None, failure=None)), owner="")
+    if record.outcome is not None:
+        store.save_trial(record)
+    else:
+        store.mark_trial_running(record.id, record.started_at or "")
+    return record.id
 
 
 def main() -> None:

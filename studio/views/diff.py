@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 
 from PySide6.QtCore import QEvent, QModelIndex, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
-    QBrush, QColor, QFont, QPainter, QPaintEvent, QResizeEvent, QSyntaxHighlighter, QTextCharFormat,
+    QBrush, QColor, QFont, QPainter, QPaintEvent, QSyntaxHighlighter, QTextCharFormat,
     QTextCursor,
 )
 from PySide6.QtWidgets import (
@@ -30,7 +30,7 @@ from engine.models import TrialRecord
 from studio.models.diff import FileDiff, parse_diff, split_numbers, split_rows, unified_rows
 from studio.models.files import FILE_ROLE, STATUS_WORDS, FileListModel, Index
 from studio.theme import REDACTED_BADGE_BG, REDACTED_BADGE_FG, is_dark, mono_font
-from studio.widgets import empty_state, marked_spans, rich, utf16_index, visible
+from studio.widgets import GutteredEdit, empty_state, marked_spans, rich, utf16_index, visible
 
 LARGE_FILE_CHARS = 1_000_000
 HEAD_LINES = 2_000
@@ -180,19 +180,7 @@ class DiffHighlighter(QSyntaxHighlighter):
             self.setFormat(a, b - a, self.formats["redacted"])
 
 
-class _Gutter(QWidget):
-    def __init__(self, edit: DiffEdit) -> None:
-        super().__init__(edit)
-        self.edit = edit
-
-    def sizeHint(self) -> QSize:
-        return QSize(self.edit.gutter_width(), 0)
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        self.edit.paint_gutter(self, event)
-
-
-class DiffEdit(QPlainTextEdit):
+class DiffEdit(GutteredEdit):
     """A read-only, unwrapped pane of diff rows: a line-number gutter and a colour per row kind.
 
     Row kinds: context, add, delete, hunk, meta, filler (a blank line that keeps the
@@ -209,11 +197,8 @@ class DiffEdit(QPlainTextEdit):
         self.numbers: list[tuple[int | None, ...]] = []
         self._columns = 2
         self._digits = 3
-        self._gutter = _Gutter(self)
         self.highlighter = DiffHighlighter(self)
         self._apply_colours()
-        self.blockCountChanged.connect(self._fit_gutter)
-        self.updateRequest.connect(self._scroll_gutter)
 
     def show_rows(self, text: str, kinds: list[str], numbers: list[tuple[int | None, ...]], *,
                   columns: int, marker: bool, language: re.Pattern[str] | None) -> None:
@@ -233,7 +218,7 @@ class DiffEdit(QPlainTextEdit):
             self.highlighter.setDocument(self.document())
         self.setPlainText(text)
         self.setExtraSelections([] if syntax else self._redacted_selections(text))
-        self._fit_gutter()
+        self.fit_gutter()
 
     def clear_rows(self) -> None:
         self.show_rows("", [], [], columns=self._columns, marker=False, language=None)
@@ -300,21 +285,6 @@ class DiffEdit(QPlainTextEdit):
     def gutter_width(self) -> int:
         digit = self.fontMetrics().horizontalAdvance("9")
         return 10 + self._columns * (self._digits * digit + 8)
-
-    def _fit_gutter(self) -> None:
-        self.setViewportMargins(self.gutter_width(), 0, 0, 0)
-        rect = self.contentsRect()
-        self._gutter.setGeometry(QRect(rect.left(), rect.top(), self.gutter_width(), rect.height()))
-
-    def _scroll_gutter(self, rect: QRect, dy: int) -> None:
-        if dy:
-            self._gutter.scroll(0, dy)
-        else:
-            self._gutter.update(0, rect.y(), self._gutter.width(), rect.height())
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        self._fit_gutter()
 
     def paint_gutter(self, gutter: QWidget, event: QPaintEvent) -> None:
         painter = QPainter(gutter)

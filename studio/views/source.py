@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from PySide6.QtCore import QRect, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QResizeEvent, QTextCursor, QTextFormat
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (QHBoxLayout, QPlainTextEdit, QStackedWidget, QTabBar, QTextEdit,
                                QVBoxLayout, QWidget)
 
 from engine.models import TrialRecord
 from studio.theme import AMBER, mono_font
-from studio.widgets import MUTED, ElidedLabel, empty_state, visible
+from studio.widgets import MUTED, ElidedLabel, GutteredEdit, empty_state, visible
 
 UNAVAILABLE = "Source unavailable: this record keeps no copy of its eval file."
 NO_TRIAL = "Select a trial to see the eval file it ran."
@@ -42,19 +42,7 @@ def case_lines(text: str, case_id: str) -> tuple[int, int] | None:
     return first + 1, found + 1
 
 
-class _Gutter(QWidget):
-    def __init__(self, edit: SourceEdit) -> None:
-        super().__init__(edit)
-        self.edit = edit
-
-    def sizeHint(self) -> QSize:
-        return QSize(self.edit.gutter_width(), 0)
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        self.edit.paint_gutter(self, event)
-
-
-class SourceEdit(QPlainTextEdit):
+class SourceEdit(GutteredEdit):
     """Read-only monospace text with a line-number gutter."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -64,23 +52,11 @@ class SourceEdit(QPlainTextEdit):
         self.setFont(mono_font())
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
                                      | Qt.TextInteractionFlag.TextSelectableByKeyboard)
-        self._gutter = _Gutter(self)
-        self.blockCountChanged.connect(self._fit_gutter)
-        self.updateRequest.connect(lambda rect, dy: self._gutter.scroll(0, dy) if dy
-                                   else self._gutter.update(0, rect.y(), self._gutter.width(), rect.height()))
-        self._fit_gutter()
+        self.fit_gutter()
 
     def gutter_width(self) -> int:
         digits = max(3, len(str(self.blockCount())))
         return self.fontMetrics().horizontalAdvance("9" * digits) + 14
-
-    def _fit_gutter(self) -> None:
-        self.setViewportMargins(self.gutter_width(), 0, 0, 0)
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        r = self.contentsRect()
-        self._gutter.setGeometry(QRect(r.left(), r.top(), self.gutter_width(), r.height()))
 
     def paint_gutter(self, gutter: QWidget, event: QPaintEvent) -> None:
         p = QPainter(gutter)

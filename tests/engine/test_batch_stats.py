@@ -18,6 +18,7 @@ from engine.store import Store
 from engine.store.browse import (
     batch_figures, cost_summary, harness_model, phase_stats, price, trial_costs,
 )
+from tests.make_store import put_trial
 
 START = datetime(2026, 11, 29, 17, 0, tzinfo=timezone.utc)
 MINI = "mini harness · gpt-4o-mini at api.openai.com"
@@ -58,12 +59,7 @@ def add_trial(store: Store, batch: str, run: str, case: str, variant: str, n: in
         started_at=_iso(started), finished_at=_iso(started + timedelta(seconds=seconds)),
         usage=Usage(input=usage[0], output=usage[1], cache_read=usage[2]),
         phases=list(phases), trajectory=list(trajectory))
-    store.create_trial(rec.model_copy(update=dict(outcome=None, failure=None)), owner="")
-    if outcome is not None:
-        store.save_trial(rec)
-    else:
-        store.mark_trial_running(trial_id, rec.started_at or "")
-    return trial_id
+    return put_trial(store, rec)
 
 
 def overview_batch(s: Store) -> None:

@@ -15,7 +15,7 @@ from engine.store.browse import (
     trials_of,
 )
 from engine.store.browse import pass_and_fail, run_grid
-from tests.make_store import make_store
+from tests.make_store import make_store, put_trial
 
 REASONS = {"assertion": "python3 -m pytest -q exited 1", "judge": "verdict 0.2 below 0.7",
            "timeout": "the trial ran past its timeout of 2m",
@@ -35,12 +35,7 @@ def _trial(store: Store, batch: str, run: str, n: int, outcome: str | None, comm
         started_at=f"2026-11-29T17:00:{n:02d}.000Z",
         finished_at=f"2026-11-29T17:{seconds // 60:02d}:{n + seconds % 60:02d}.000Z",
         usage=Usage(input=tokens[0], output=tokens[1], cache_read=999))
-    store.create_trial(rec.model_copy(update=dict(outcome=None, failure=None)), owner="")
-    if outcome is not None:
-        store.save_trial(rec)
-    else:
-        store.mark_trial_running(trial_id, rec.started_at or "")
-    return trial_id
+    return put_trial(store, rec)
 
 
 @pytest.fixture
