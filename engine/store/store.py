@@ -31,6 +31,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from pydantic import ValidationError
 
 from ..events import Event, parse_event
+from ..portable import ImportReport, Portable
 from ..models import (
     BatchSummary, Failure, RunSummary, TrialRecord, TrialSummary, distribution,
 )
@@ -134,6 +135,54 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
         tokens=record.usage.input + record.usage.output,
         record=json.dumps(record.to_json()),
     )
+
+
+def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
+                 clash: list[str]) -> list[Executable]:
+    """The inserts that add what `portable` holds and the store lacks, counted in `report`;
+    an id the store holds with other content goes into `clash` (and the plan is not run)."""
+    plan: list[Executable] = []
+    for batch in portable.batches:
+        row = conn.execute(select(BatchRow.trigger, BatchRow.started_at, BatchRow.config)
+                           .where(BatchRow.id == batch.id)).one_or_none()
+        if row is None:
+            report.batches_added += 1
+            plan.append(insert(BatchRow).values(
+                id=batch.id, trigger=batch.trigger, status=batch.status, owner="",
+                started_at=batch.started_at, finished_at=batch.finished_at,
+                heartbeat_at=batch.finished_at or batch.started_at, config=json.dumps(batch.config)))
+        elif (row.trigger, row.started_at, json.loads(row.config or "{}")) != \
+                (batch.trigger, batch.started_at, batch.config):
+            clash.append(f"batch {batch.id}")
+            return plan
+        for run in batch.runs:
+            have = conn.execute(select(RunRow.batch_id, RunRow.case_id, RunRow.variant)
+                                .where(RunRow.id == run.id)).one_or_none()
+            if have is None:
+                plan.append(insert(RunRow).values(id=run.id, batch_id=batch.id, case_id=run.case_id,
+                                                  variant=run.variant, position=run.position))
+            elif tuple(have) != (batch.id, run.case_id, run.variant):
+                clash.append(f"run {run.id}")
+                return plan
+        for record in batch.trials:
+            stored = conn.execute(select(TrialRow.record).where(TrialRow.id == record.id)).one_or_none()
+            if stored is not None:
+                if json.loads(stored.record) != record.to_json():
+                    clash.append(f"trial {record.id}")
+                    return plan
+                report.trials_same += 1
+                continue
+            report.trials_added += 1
+            plan.append(insert(TrialRow).values(
+                id=record.id, run_id=record.run_id, batch_id=record.batch_id,
+                case_id=record.case_id, variant=record.variant, trial=record.trial, owner="",
+                status="done", phase=None, **_summary_columns(record)))
+            events = batch.events.get(record.id, [])
+            if events:
+                plan.append(insert(EventRow).values([
+                    dict(batch_id=batch.id, trial_id=record.id, type=e.type, at=e.at,
+                         json=e.model_dump_json()) for e in events]))
+    return plan
 
 
 _DELETE_CHUNK = 500  # ids per statement, well under SQLite's limit on bound variables
@@ -435,6 +484,30 @@ class Store:
             raise StoreError(f"batch {running[0]} is running: stop it (Ctrl-C its `proctor run`, "
                              "or Stop in the studio) before deleting it")
         return deleted
+
+    def import_portable(self, portable: Portable) -> ImportReport:
+        """Add batches read from a bundle or another tool's log, in one transaction: all of it
+        or, when an id the store holds already has other content, nothing (a StoreError names
+        the id). What the store holds with the same content is left as it is and counted."""
+        report = ImportReport()
+        clash: list[str] = []
+
+        def write(conn: Connection) -> None:
+            plan = _import_plan(conn, portable, report, clash)
+            if clash:
+                return  # not an error of the write: listeners would stop a running batch
+            for statement in plan:
+                conn.execute(statement)
+
+        done = self._writer.submit(write)
+        if done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        done.result()
+        if clash:
+            raise StoreError(f"{clash[0]} is already in the store {self.path} with other content: "
+                             "nothing was imported (delete it with `proctor rm`, or import into "
+                             "another store with --store)")
+        return report
 
     def close_trial_as_infra(self, trial_id: str, reason: str, finished_at: str) -> None:
         """Void a trial its process never finished (killed, crashed) with one reason."""
