@@ -201,6 +201,21 @@ class TrajectoryModel(QAbstractListModel):
             last_turn = item.turn
         self._insert(new)
 
+    def append_validations(self, record: TrialRecord) -> bool:
+        """A finished record's checks and verdicts after the items already shown, when they
+        all ran after its last turn (as most do); False, adding nothing, when one belongs
+        between two turns, where only laying the rows out anew can put it."""
+        placed = placed_validations(record)
+        last = max(self._headers, default=0)
+        if any(turn < last for turn in placed):
+            return False
+        new: list[Row] = []
+        for turn in sorted(placed):
+            for validation, phase in placed[turn]:
+                new.append(validation_row(len(self.rows) + len(new), turn, validation, phase))
+        self._insert(new)
+        return True
+
     def update_turn(self, turn: TurnRecord) -> None:
         """A turn's prompt, status and time, when they become known (live)."""
         row = self._headers.get(turn.index)

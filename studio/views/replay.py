@@ -166,13 +166,12 @@ class ReplayView(QWidget):
             view.show_record(running)  # type: ignore[attr-defined]
 
     def _show_record(self) -> None:
-        """The end: the stored record. A trajectory already holds every item (the same as
-        stored): only its turn headers take their prompts, status and time, for a 10,000-item
-        trajectory is laid out anew in 60 ms."""
+        """The end: the stored record. A view that grew the trial (a trajectory holds every
+        item already, as stored) finishes it in place, for a 10,000-item trajectory is laid out
+        anew in 60 ms; the others show the record."""
         for view in self.views:
-            update_turn = getattr(view, "update_turn", None)
-            if update_turn is not None:
-                for turn in self.record.turns:
-                    update_turn(turn)
+            finish = getattr(view, "finish_record", None)
+            if finish is not None:
+                finish(self.record)
             else:
                 view.show_record(self.record)  # type: ignore[attr-defined]

@@ -544,6 +544,16 @@ class TrajectoryView(QWidget):
     def update_turn(self, turn: TurnRecord) -> None:
         self.model.update_turn(turn)
 
+    def finish_record(self, record: TrialRecord) -> None:
+        """The end of a trial this view grew item by item (a replay): its turn headers take
+        their prompts, status and time, and its checks and verdicts come in; laid out anew
+        only when a check ran between two turns."""
+        for turn in record.turns:
+            self.model.update_turn(turn)
+        if not self.model.append_validations(record):
+            self.show_record(record)
+        self._update_chips()
+
     # --- a running trial ----------------------------------------------------------------
 
     def _on_items_added(self, trial_id: str, items: list[TrajectoryItem]) -> None:

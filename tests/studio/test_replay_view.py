@@ -238,7 +238,10 @@ def test_the_replay_view_grows_the_timeline_and_trajectory_then_shows_the_record
         player.play()
     phases = list(dict.fromkeys(p.phase for p in record.phases))
     assert view.timeline.row_labels == phases
-    assert view.trajectory.model.rowCount() == len(record.trajectory) + len(record.turns)
+    # At the end the checks and the judge's verdict come in after the items, as in the record view.
+    model = view.trajectory.model
+    assert model.rowCount() == len(record.trajectory) + len(record.turns) + len(record.validations)
+    assert [r.kind for r in model.rows[-len(record.validations):]] == ["validation"] * len(record.validations)
     player.seek(turn + 1)  # back: the views follow the trial again, from its start
     qtbot.waitUntil(lambda: view.timeline.row_labels[-1:] == ["turn"])
     assert view.trajectory.model.rowCount() == 0

@@ -39,8 +39,10 @@ def test_replay_action_plays_the_selected_trial_to_its_end(window, recorded, rec
     replay.player.play()
     qtbot.waitUntil(lambda: replay.player.at_end and not replay.player.playing, timeout=10_000)
     trajectory = window.replay_page.trajectory
-    # Every item of the record, under its turns' headers: what the Trajectory tab shows of it.
-    assert trajectory.model.rowCount() == len(record.trajectory) + len(record.turns)
+    # Every item of the record under its turns' headers, and its checks and verdict: what the
+    # Trajectory tab shows of it.
+    window.tabs.setCurrentWidget(window.trajectory)
+    assert [r.title for r in trajectory.model.rows] == [r.title for r in window.trajectory.model.rows]
 
     qtbot.keyClick(window, Qt.Key.Key_Escape)
     assert window.pages.currentWidget() is window.normal_page
