@@ -1,4 +1,4 @@
-"""`proctor …`: run, ls, rm, show, replay, cleanup.
+"""`proctor …`: run, ls, rm, show, replay, export, import, cleanup.
 
 Exit status: 0 every scored trial passed; 1 a trial failed; 3 infra errors and
 no failures; 2 a usage or eval-file error; 130 interrupted.
@@ -114,6 +114,20 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("trial_id")
     replay.add_argument("--speed", type=_speed, default=1.0,
                         help="N times the recorded pace (default 1); 0 or `max`: no waiting")
+
+    export = command("export", cmd_export, "write trials, runs or batches into one bundle "
+                     "another store can import")
+    export.add_argument("ids", nargs="+", metavar="ID",
+                        help="a batch, run or trial id, or a unique start of one")
+    export.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+                        help="the bundle to write (a zip)")
+
+    import_ = command("import", cmd_import, "add bundles or Inspect AI logs to the store, "
+                      "each file all or nothing")
+    import_.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                         help="a Proctor bundle, or an Inspect AI .eval or .json log")
+    import_.add_argument("--threshold", type=float, default=None, metavar="X",
+                         help="an Inspect log's numeric score passes at X or more")
 
     # Commands other packages add (the studio), found by entry point so the engine imports none of them.
     for entry in entry_points(group="proctor.commands"):
@@ -498,6 +512,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 time.sleep(wait)
             printer(event)
     return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .bundle import export_bundle
+
+    store = _open_store(args)
+    try:
+        trials = export_bundle(store, args.ids, args.output)
+    finally:
+        store.close()
+    print(f"wrote {args.output}: {plural(trials, 'trial')}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Each file is its own transaction: one refused leaves the store as it was before that
+    file, and the others are still imported; any refusal exits 2."""
+    from .importer import ImportRefused, add, prepared, report_line
+
+    refused = 0
+    store = _open_store(args)
+    try:
+        for path in args.files:
+            try:
+                portable = prepared(path, threshold=args.threshold)
+                print(report_line(path, portable, add(store, path, portable)), flush=True)
+            except ImportRefused as e:
+                refused += 1
+                _say(f"proctor: {_one_line(e)}")
+    finally:
+        store.close()
+    return EXIT_USAGE if refused else EXIT_OK
 
 
 def _is_int(value: Any) -> bool:

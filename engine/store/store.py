@@ -138,51 +138,69 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
 
 
 def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
-                 clash: list[str]) -> list[Executable]:
+                 clash: list[str]) -> list[tuple[Executable, list[dict[str, Any]]]]:
     """The inserts that add what `portable` holds and the store lacks, counted in `report`;
-    an id the store holds with other content goes into `clash` (and the plan is not run)."""
-    plan: list[Executable] = []
+    an id the store holds with other content goes into `clash` (and the plan is not run).
+    A few statements whatever the size: one look per table for the ids the store holds, one
+    insert per table (a statement per trial made 1,000 trials take 3.6 s)."""
+    batches = _held(conn, BatchRow, [b.id for b in portable.batches],
+                    BatchRow.trigger, BatchRow.started_at, BatchRow.config)
+    runs = _held(conn, RunRow, [r.id for b in portable.batches for r in b.runs],
+                 RunRow.batch_id, RunRow.case_id, RunRow.variant)
+    trials = _held(conn, TrialRow, [t.id for b in portable.batches for t in b.trials], TrialRow.record)
+    new_batches: list[dict[str, Any]] = []
+    new_runs: list[dict[str, Any]] = []
+    new_trials: list[dict[str, Any]] = []
+    new_events: list[dict[str, Any]] = []
     for batch in portable.batches:
-        row = conn.execute(select(BatchRow.trigger, BatchRow.started_at, BatchRow.config)
-                           .where(BatchRow.id == batch.id)).one_or_none()
+        row = batches.get(batch.id)
         if row is None:
             report.batches_added += 1
-            plan.append(insert(BatchRow).values(
+            new_batches.append(dict(
                 id=batch.id, trigger=batch.trigger, status=batch.status, owner="",
                 started_at=batch.started_at, finished_at=batch.finished_at,
                 heartbeat_at=batch.finished_at or batch.started_at, config=json.dumps(batch.config)))
         elif (row.trigger, row.started_at, json.loads(row.config or "{}")) != \
                 (batch.trigger, batch.started_at, batch.config):
             clash.append(f"batch {batch.id}")
-            return plan
+            return []
         for run in batch.runs:
-            have = conn.execute(select(RunRow.batch_id, RunRow.case_id, RunRow.variant)
-                                .where(RunRow.id == run.id)).one_or_none()
+            have = runs.get(run.id)
             if have is None:
-                plan.append(insert(RunRow).values(id=run.id, batch_id=batch.id, case_id=run.case_id,
-                                                  variant=run.variant, position=run.position))
-            elif tuple(have) != (batch.id, run.case_id, run.variant):
+                new_runs.append(dict(id=run.id, batch_id=batch.id, case_id=run.case_id,
+                                     variant=run.variant, position=run.position))
+            elif (have.batch_id, have.case_id, have.variant) != (batch.id, run.case_id, run.variant):
                 clash.append(f"run {run.id}")
-                return plan
+                return []
         for record in batch.trials:
-            stored = conn.execute(select(TrialRow.record).where(TrialRow.id == record.id)).one_or_none()
+            stored = trials.get(record.id)
             if stored is not None:
                 if json.loads(stored.record) != record.to_json():
                     clash.append(f"trial {record.id}")
-                    return plan
+                    return []
                 report.trials_same += 1
                 continue
             report.trials_added += 1
-            plan.append(insert(TrialRow).values(
+            new_trials.append(dict(
                 id=record.id, run_id=record.run_id, batch_id=record.batch_id,
                 case_id=record.case_id, variant=record.variant, trial=record.trial, owner="",
                 status="done", phase=None, **_summary_columns(record)))
-            events = batch.events.get(record.id, [])
-            if events:
-                plan.append(insert(EventRow).values([
-                    dict(batch_id=batch.id, trial_id=record.id, type=e.type, at=e.at,
-                         json=e.model_dump_json()) for e in events]))
-    return plan
+            new_events.extend(dict(batch_id=batch.id, trial_id=record.id, type=e.type, at=e.at,
+                                   json=e.model_dump_json()) for e in batch.events.get(record.id, ()))
+    # executemany: one compiled statement a table (a multi-row VALUES compiled 240,000 binds).
+    return [(insert(table), rows) for table, rows in ((BatchRow, new_batches), (RunRow, new_runs),
+                                                      (TrialRow, new_trials), (EventRow, new_events))
+            if rows]
+
+
+def _held(conn: Connection, table: Any, ids: list[str], *columns: Any) -> dict[str, Any]:
+    """The rows of `table` among `ids` the store holds already, by id."""
+    held: dict[str, Any] = {}
+    for start in range(0, len(ids), _DELETE_CHUNK):
+        chunk = ids[start: start + _DELETE_CHUNK]
+        for row in conn.execute(select(table.id, *columns).where(table.id.in_(chunk))):
+            held[row.id] = row
+    return held
 
 
 _DELETE_CHUNK = 500  # ids per statement, well under SQLite's limit on bound variables
@@ -496,8 +514,8 @@ class Store:
             plan = _import_plan(conn, portable, report, clash)
             if clash:
                 return  # not an error of the write: listeners would stop a running batch
-            for statement in plan:
-                conn.execute(statement)
+            for statement, rows in plan:
+                conn.execute(statement, rows)
 
         done = self._writer.submit(write)
         if done is None:
@@ -620,6 +638,15 @@ class Store:
         A row whose columns do not fit the model is left out and named in `damaged`."""
         damaged = damaged if damaged is not None else []
         ids = [b.id for b in batch_rows]
+
+        def _origin(config: str | None) -> str | None:
+            """An imported batch's origin sentence; a file may have put anything there."""
+            try:
+                origin = json.loads(config or "{}").get("origin")
+            except (ValueError, AttributeError, RecursionError):
+                return None
+            return origin if isinstance(origin, str) else None
+
         runs = conn.execute(select(RunRow.__table__).where(RunRow.batch_id.in_(ids))
                             .order_by(RunRow.position, RunRow.id)).all()
         trials = conn.execute(
@@ -641,7 +668,8 @@ class Store:
                 runs_of[run.batch_id].append(one)
         batches = [_readable(lambda: BatchSummary(
             batch_id=b.id, trigger=b.trigger, status=b.status, started_at=b.started_at,
-            finished_at=b.finished_at, runs=runs_of[b.id]), f"batch {b.id}", damaged)
+            finished_at=b.finished_at, runs=runs_of[b.id], origin=_origin(b.config)),
+            f"batch {b.id}", damaged)
             for b in batch_rows]
         return [b for b in batches if b is not None]
 
