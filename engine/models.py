@@ -245,6 +245,7 @@ class BatchSummary(_Model):
     started_at: str | None = None
     finished_at: str | None = None
     runs: list[RunSummary] = Field(default_factory=list)
+    origin: str | None = None  # where an imported batch came from, in words; None for Proctor's own
 
 
 def distribution(trials: list[TrialSummary]) -> Distribution:
