@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-from .limits import redact
+from .limits import holds_secret, redact
 from .portable import ImportReport, Portable, PortableBatch
 from .redact import Redactor, holds_password_assignment
 from .store import Store, StoreError
@@ -77,7 +77,8 @@ def redacted(portable: Portable, path: Path) -> Portable:
     redactor = _Memoized()
     batches = []
     for batch in portable.batches:
-        clean = redact(redactor, batch)
+        # Most files hold no secret: then one pass over all texts, not a copy of every item.
+        clean = redact(redactor, batch) if holds_secret(redactor, batch) else batch
         if _names(clean) != _names(batch):
             # The batch's model checked these names; a redacted one could now name another.
             raise ImportRefused(f"{path}: an id, case or variant name in batch {clean.id} looks "

@@ -160,8 +160,8 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
                 id=batch.id, trigger=batch.trigger, status=batch.status, owner="",
                 started_at=batch.started_at, finished_at=batch.finished_at,
                 heartbeat_at=batch.finished_at or batch.started_at, config=json.dumps(batch.config)))
-        elif (row.trigger, row.started_at, json.loads(row.config or "{}")) != \
-                (batch.trigger, batch.started_at, batch.config):
+        elif (row.trigger, row.started_at, _settings(json.loads(row.config or "{}"))) != \
+                (batch.trigger, batch.started_at, _settings(batch.config)):
             clash.append(f"batch {batch.id}")
             return []
         for run in batch.runs:
@@ -191,6 +191,12 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
     return [(insert(table), rows) for table, rows in ((BatchRow, new_batches), (RunRow, new_runs),
                                                       (TrialRow, new_trials), (EventRow, new_events))
             if rows]
+
+
+def _settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A batch's config but its origin: the same log imported from another file name is the
+    same batch."""
+    return {k: v for k, v in config.items() if k != "origin"}
 
 
 def _held(conn: Connection, table: Any, ids: list[str], *columns: Any) -> dict[str, Any]:

@@ -320,3 +320,21 @@ def test_a_failure_reason_quoting_a_cut_line_keeps_no_half_of_a_key():
 
     stored = engine_limits.redact(Redactor(), _check_reason(v))
     assert "sk-CUT" not in stored and stored.startswith("`make test` exited 1: eee")
+
+
+def test_holds_secret_looks_at_every_text_of_a_value_at_once():
+    from engine.limits import holds_secret, redact
+    from engine.models import TrajectoryItem
+    from engine.redact import Redactor
+
+    redactor = Redactor()
+    clean = [TrajectoryItem(kind="command", turn=1, command=f"ls {n}", output="ok") for n in range(100)]
+    assert not holds_secret(redactor, clean) and redact(redactor, clean) == clean
+    key = "sk-proj-ABCDEFGH12345678abcdefgh"
+    for where in (dict(output=f"the key is {key}"), dict(input={"env": {"KEY": key}}),
+                  dict(input={key: 1})):
+        dirty = clean + [TrajectoryItem(kind="toolCall", turn=2, name="x", **where)]
+        assert holds_secret(redactor, dirty), where
+    # A text cut while reading must go through `redact` (the mark's half key is left out).
+    cut = "token sk-proj-ABCD\n… [truncated 9,000 chars while reading]"
+    assert holds_secret(redactor, [TrajectoryItem(kind="message", turn=1, text=cut)])

@@ -66,3 +66,16 @@ def test_an_id_with_other_content_is_refused_and_nothing_is_added(tmp_path):
 def test_a_batch_that_does_not_hold_together_is_refused(make, words):
     with pytest.raises(ValidationError, match=words):
         make()
+
+
+def test_the_same_batch_from_another_file_is_the_same_batch(tmp_path):
+    """Its origin names the file it came from; renaming the file changes nothing else."""
+    with Store(tmp_path / "s.db") as store:
+        store.import_portable(Portable(batches=[batch([trial(1)])]))
+        renamed = batch([trial(1)])
+        renamed.config["origin"] = "another file"
+        assert store.import_portable(Portable(batches=[renamed])).nothing_added
+        other = batch([trial(1)])
+        other.config["threshold"] = 0.5
+        with pytest.raises(StoreError, match="batch b_far is already in the store"):
+            store.import_portable(Portable(batches=[other]))
