@@ -3,7 +3,9 @@
 Left: the trial browser. Right: what is selected, as tabs (Overview, Timeline,
 Trajectory, Diff, Evidence, Egress, Source) under a header that says what it is and
 how it ended; or, in their place, two trials compared (Ctrl-click two, then
-Compare; Esc goes back), or one finished trial replayed (Replay; Esc goes back). Bottom: Docker's state and the store. The window only
+Compare; Esc goes back), or one finished trial replayed (Replay; Esc goes back). Bottom: Docker's state and the store.
+File → Import… and Export selected… (or files dropped on the window) run as jobs of
+studio/transfer.py, with a progress bar at the bottom. The window only
 wires: the bridge's batched events go into the live-trials model, which the
 browser, the header and the views subscribe to; finished trials are read from
 the store.
@@ -24,8 +26,8 @@ from typing import Protocol, runtime_checkable
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QStatusBar,
-    QTabWidget, QToolBar, QVBoxLayout, QWidget,
+    QApplication, QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget,
+    QStatusBar, QTabWidget, QToolBar, QVBoxLayout, QWidget,
 )
 
 from engine.batch import BatchPlan
@@ -36,6 +38,7 @@ from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
 from engine.store import Store, StoreError, default_store_path
 from engine.store.browse import TrialSpans, batch_spans, locate, pass_and_fail
+from engine.text import plural
 
 from . import theme
 from .bridge import EngineBridge
@@ -46,6 +49,7 @@ from .off_gui import STORE_WAIT_S, OffGuiThread, wait_for_writer
 from .pages.compare import ComparePage
 from .pages.overview import OverviewPage
 from .pages.replay import ReplayPage
+from .transfer import EXPORT_FILTER, IMPORT_FILTER, Imported, Transfers, importable_files
 from .views.browser import BrowserPanel
 from .views.diff import DiffView
 from .views.egress import EgressView
@@ -58,6 +62,8 @@ from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 
 STORE_STATUS_MS = 5000
+MESSAGE_MS = 10_000  # how long a sentence in the status bar stays (an import's, an export's)
+BUSY = "an import or export is still running: try again when it is done"
 BATCH_REFRESH_MS = 1000  # a running batch's header, grid and timeline are read again at most this often
 BATCH_VIEWS = ("overview", "timeline")  # the tabs that show a batch; the others show one trial
 GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
@@ -189,6 +195,13 @@ class MainWindow(QMainWindow):
         self._build_toolbar()
         self._build_status(watch_docker)
         self._build_keys()
+        self.transfers = Transfers(store, self.statusBar(), self)
+        self.transfers.imported.connect(self._on_imported)
+        self.transfers.exported.connect(lambda n, path: self.statusBar().showMessage(
+            f"exported {plural(n, 'trial')} to {path}", MESSAGE_MS))
+        self.transfers.failed.connect(self.show_error)
+        self._build_menu()
+        self.setAcceptDrops(True)  # bundles and Inspect logs dropped on the window are imported
 
         self.selected_trial: str | None = None
         self.selected_batch: str | None = None
@@ -232,6 +245,18 @@ class MainWindow(QMainWindow):
         for action in (self.run_action, self.stop_action, self.compare_action, self.replay_action):
             bar.addAction(action)
         self.addToolBar(bar)
+
+    def _build_menu(self) -> None:
+        menu = self.menuBar().addMenu("&File")
+        self.import_action = QAction(
+            "Import…", self, shortcut=QKeySequence("Ctrl+I"), triggered=self.import_dialog,
+            toolTip="Add Proctor bundles or Inspect AI logs (.eval, .json) to the store; "
+                    "or drop them on the window")
+        self.export_action = QAction(
+            "Export selected…", self, shortcut=QKeySequence("Ctrl+E"), triggered=self.export_selected,
+            toolTip="Write the selected trials, run or batch into one bundle file")
+        menu.addAction(self.import_action)
+        menu.addAction(self.export_action)
 
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
@@ -646,6 +671,65 @@ class MainWindow(QMainWindow):
         # The plan's rows, so the browser can show the batch at once; waited for off the GUI thread.
         self.off_gui.run(lambda: self.store.flush(timeout=STORE_WAIT_S), planned)
         return batch_id
+
+    # --- import and export ------------------------------------------------------------------
+
+    def import_dialog(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Import bundles or Inspect AI logs",
+                                                self._transfer_dir(), IMPORT_FILTER)
+        if paths:
+            self.import_files([Path(p) for p in paths])
+
+    def import_files(self, paths: list[Path]) -> None:
+        """Import bundles and Inspect logs off the GUI thread; the batch is selected after."""
+        if paths:
+            self.settings.setValue("transfer_dir", str(Path(paths[0]).parent))
+        if not self.transfers.import_files(paths):
+            self.statusBar().showMessage(BUSY, MESSAGE_MS)
+
+    def _on_imported(self, done: Imported) -> None:
+        if done.refused:
+            more = len(done.refused) - 1
+            self.show_error(done.refused[0] + (f" ({plural(more, 'more file')} refused)" if more else ""))
+        if done.message is None:
+            return
+        self.statusBar().showMessage(done.message, MESSAGE_MS)
+        self.browser.model.refresh()
+        self.browser.reload_options()  # its cases and variants may be new
+        self.browser.select_id(done.batch_ids[0])
+
+    def export_selected(self) -> None:
+        ids = self.browser.selected_ids()
+        if not ids:
+            self.statusBar().showMessage("select trials, a run or a batch to export", MESSAGE_MS)
+            return
+        name = f"{ids[0]}.zip" if len(ids) == 1 else f"proctor-{len(ids)}-items.zip"
+        chosen, _ = QFileDialog.getSaveFileName(self, "Export selected as a bundle",
+                                                str(Path(self._transfer_dir()) / name), EXPORT_FILTER)
+        if not chosen:
+            return
+        path = Path(chosen) if Path(chosen).suffix else Path(chosen + ".zip")
+        self.settings.setValue("transfer_dir", str(path.parent))
+        if not self.transfers.export(ids, path):
+            self.statusBar().showMessage(BUSY, MESSAGE_MS)
+
+    def _transfer_dir(self) -> str:
+        return str(self.settings.value("transfer_dir", "") or Path.home())
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if importable_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    dragMoveEvent = dragEnterEvent  # noqa: N815 (Qt's name)
+
+    def dropEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if paths := importable_files(event.mimeData()):
+            event.acceptProposedAction()
+            self.import_files(paths)
+        else:
+            event.ignore()
 
     def show_error(self, message: str) -> None:
         self.banner.setText(f"{message}   (click to dismiss)")

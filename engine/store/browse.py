@@ -90,6 +90,7 @@ class BatchItem:
     counts: Counts
     commands: int  # summed over the batch's trials
     tokens: int
+    origin: str | None = None  # where an imported batch came from, in words; None for Proctor's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +252,11 @@ _BATCH_ORDER = {
     "name": "id", "trigger": "trigger", "started": "started_at", "duration": "duration_ms",
     "outcome": _PROBLEMS, "pass_rate": _PASS_RATE, "commands": "commands", "tokens": "tokens",
 }
+# An imported batch's origin sentence from its config; anything else a file put there is none.
+_ORIGIN = ("CASE WHEN json_valid(b.config) THEN CASE json_type(b.config, '$.origin') "
+           "WHEN 'text' THEN json_extract(b.config, '$.origin') END END")
 _BATCH_COLUMNS = ("b.id, b.trigger, b.status, b.started_at, b.finished_at, "
-                  f"{_BATCH_DURATION} AS duration_ms")
+                  f"{_BATCH_DURATION} AS duration_ms, {_ORIGIN} AS origin")
 
 
 def batches_page(source: Source, flt: BrowseFilter = BrowseFilter(), sort: Sort = Sort(),
@@ -280,7 +284,7 @@ def batches_page(source: Source, flt: BrowseFilter = BrowseFilter(), sort: Sort 
             SELECT page.*, {_coalesced("c")} FROM page LEFT JOIN counts c ON c.batch_id = page.id)
         ORDER BY {order} {tail}"""
     return [BatchItem(row.id, row.trigger, row.status, row.started_at, row.finished_at,
-                      row.duration_ms, _counts(row), row.commands, row.tokens)
+                      row.duration_ms, _counts(row), row.commands, row.tokens, row.origin)
             for row in _rows(source, sql, params)]
 
 
@@ -621,6 +625,7 @@ class BatchFigures:
     command_median: float | None
     command_max: int | None
     voids: list[VoidGroup]  # the commonest reason first
+    origin: str | None = None  # where an imported batch came from, in words
 
     @property
     def deterministic_runs(self) -> int:
@@ -665,8 +670,9 @@ def batch_figures(source: Source, batch_id: str) -> BatchFigures | None:
     """A batch's Overview figures: two statements over short columns, never the record JSON
     (a 1,000-trial batch reads in a few milliseconds). None when there is no such batch."""
     with _connection(source) as conn:
-        if not list(conn.execute(text("SELECT 1 FROM batch WHERE id = :batch"),
-                                 {"batch": batch_id})):
+        found = list(conn.execute(text(f"SELECT {_ORIGIN} FROM batch b WHERE id = :batch"),
+                                  {"batch": batch_id}))
+        if not found:
             return None
         rows = list(conn.execute(text(_OVERVIEW_TRIALS), {"batch": batch_id}))
         runs = runs_of(conn, batch_id, sort=Sort("started", False))  # "started": planned order
@@ -687,7 +693,8 @@ def batch_figures(source: Source, batch_id: str) -> BatchFigures | None:
         command_median=statistics.median(commands) if commands else None,
         command_max=commands[-1] if commands else None,
         voids=[VoidGroup(reason, ids) for reason, ids in
-               sorted(voids.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
+               sorted(voids.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+        origin=found[0][0])
 
 
 @dataclass(frozen=True, slots=True)

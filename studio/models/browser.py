@@ -33,6 +33,7 @@ from engine.store.browse import (
 )
 
 from .. import theme
+from ..widgets import visible
 from .live import LiveTrial, LiveTrials
 
 Kind = Literal["batch", "run", "trial"]
@@ -52,6 +53,7 @@ KindRole = Qt.ItemDataRole.UserRole + 3
 RunIdRole = Qt.ItemDataRole.UserRole + 4
 ItemRole = Qt.ItemDataRole.UserRole + 5  # the browse.py row itself
 
+IMPORTED = "imported"  # the mark of a batch read from a bundle or another tool's log
 OUTCOME_WORD = {"pass": "pass", "fail": "fail", "infra_error": "void", "skipped": "skipped"}
 
 
@@ -441,7 +443,9 @@ class BrowserModel(QAbstractItemModel):
         c = b.counts
         if key == "name":
             score = f"{c.passed}/{c.scored}" if c.scored else "—"
-            return f"{b.id[:7]} · {b.trigger} · {_age(b.started_at, time.time())}  {score}"
+            # An imported batch says so where its trigger would be: it ran on another machine.
+            how = IMPORTED if b.origin is not None else b.trigger
+            return f"{b.id[:7]} · {how} · {_age(b.started_at, time.time())}  {score}"
         if key == "outcome":
             return _tally(c)
         if key == "pass_rate":
@@ -455,7 +459,7 @@ class BrowserModel(QAbstractItemModel):
         if key == "tokens":
             return _tokens(b.tokens)
         if key == "trigger":
-            return b.trigger
+            return b.trigger if b.origin is None else f"{b.trigger} · {IMPORTED}"
         if key == "started":
             return _local(b.started_at, "%Y-%m-%d %H:%M")
         return ""
@@ -515,8 +519,10 @@ class BrowserModel(QAbstractItemModel):
     def _tooltip(self, node: Node) -> str:
         item = node.item
         if node.kind == "batch":
+            # A file wrote it: shown as text, its control characters as markers, never obeyed.
+            origin = f"\n{IMPORTED}: {visible(item.origin)}" if item.origin is not None else ""
             return (f"batch {item.id} · {item.trigger} · {item.status}\n"
-                    f"{item.counts.trials} trials: {_tally(item.counts)}")
+                    f"{item.counts.trials} trials: {_tally(item.counts)}{origin}")
         if node.kind == "run":
             spread = ("" if item.command_min is None else
                       f"\ncommands min {item.command_min} · median {item.command_median:g}"

@@ -34,7 +34,7 @@ from engine.store.browse import (
 from engine.text import fmt_ms, plural
 from studio.off_gui import OffGuiThread
 from studio.theme import OUTCOME_COLOUR, OUTCOME_GLYPH, amber_text, is_dark, phase_colour
-from studio.widgets import MUTED, empty_state, make_table, scroll_area, table_item
+from studio.widgets import MUTED, empty_state, make_table, scroll_area, table_item, visible
 
 EMPTY_TEXT = "Select a batch in the browser to see how it went."
 READING = "reading records…"
@@ -227,6 +227,10 @@ class BatchOverview(QWidget):
         self._off_gui = OffGuiThread(self)
 
         self.empty = empty_state(EMPTY_TEXT)
+        # Where an imported batch came from (a bundle, an Inspect AI log); hidden for our own.
+        self.origin = QLabel(wordWrap=True, visible=False, textFormat=Qt.TextFormat.PlainText,
+                             textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.origin.setStyleSheet(MUTED)
 
         self.tiles = {name: _Tile(label) for name, label in [
             ("pass_rate", "Pass rate"), ("trials", "Trials"), ("deterministic", "Deterministic"),
@@ -266,6 +270,7 @@ class BatchOverview(QWidget):
         column = QVBoxLayout(body)
         column.setContentsMargins(6, 4, 6, 6)
         column.setSpacing(6)
+        column.addWidget(self.origin)
         column.addLayout(tiles)
         column.addWidget(self._heading("Outcomes per run"))
         column.addWidget(self.runs)
@@ -351,6 +356,8 @@ class BatchOverview(QWidget):
 
     def _show_figures(self, f: BatchFigures) -> None:
         c = f.counts
+        self.origin.setText(f"Imported from {visible(f.origin)}" if f.origin is not None else "")
+        self.origin.setVisible(f.origin is not None)
         if c.pass_rate is None:
             self.tiles["pass_rate"].set("—", "nothing scored yet" if c.trials else "no trial yet",
                                         "Void and skipped trials never count (SPEC.md).")

@@ -343,6 +343,13 @@ class BrowserPanel(QWidget):
         ordered = [t for t in self._chosen if t in selected]
         return ordered + sorted(selected.difference(ordered))
 
+    def selected_ids(self) -> list[str]:
+        """The selected rows' ids (trials, runs and batches), what an export writes."""
+        role = {"trial": TrialIdRole, "run": RunIdRole, "batch": BatchIdRole}
+        rows = self.tree.selectionModel().selectedRows()
+        ids = [row.data(role[row.data(KindRole)]) for row in rows if row.data(KindRole) in role]
+        return list(dict.fromkeys(ids))
+
     def _on_selection(self, selected: QItemSelection, deselected: QItemSelection) -> None:
         gone = {i.data(TrialIdRole) for i in deselected.indexes() if i.column() == 0}
         added = [i.data(TrialIdRole) for i in selected.indexes() if i.column() == 0]

@@ -86,14 +86,16 @@ class TrialHeader(QWidget):
         counts = {o: sum(t.outcome == o for t in trials) for o in ("pass", "fail", "infra_error", "skipped")}
         scored = counts["pass"] + counts["fail"]
         rate = f"{counts['pass'] / scored:.0%} passed" if scored else "nothing scored"
-        self.title.set_full_text(f"{summary.batch_id} · {summary.trigger} · {plural(len(summary.runs), 'run')}"
+        how = summary.trigger if summary.origin is None else "imported"  # it ran elsewhere
+        self.title.set_full_text(f"{summary.batch_id} · {how} · {plural(len(summary.runs), 'run')}"
                                  f" · {plural(len(trials), 'trial')}")
         running = summary.status == "running"
         self.outcome.setText(outcome_pill(None) if running else "")
         parts = [rate, f"{counts['pass']} pass", f"{counts['fail']} fail", f"{counts['infra_error']} void"]
         if counts["skipped"]:
             parts.append(f"{counts['skipped']} skipped")
-        self.reason.set_full_text(" · ".join(parts) + f" · {summary.status}")
+        origin = f" · from {summary.origin}" if summary.origin is not None else ""
+        self.reason.set_full_text(" · ".join(parts) + f" · {summary.status}{origin}")
 
     def show_live(self, case: str, trial: int, variant: str, phase: str, elapsed_ms: int) -> None:
         self.title.set_full_text(f"{case} #{trial} · {variant}")
