@@ -153,6 +153,8 @@ def failure_line(record: TrialRecord) -> str:
         if record.phases:
             parts.append(fmt_ms(max(p.end_ms for p in record.phases)))
         return " · ".join(parts)
+    if record.outcome == "skipped" and record.phases:  # it ran: an imported log scored nothing
+        return "not scored: it ran, but no check, verdict or score decided it"
     if record.outcome == "skipped":
         return "never started: the batch ended before this trial ran"
     return "running"

@@ -124,3 +124,17 @@ def test_a_table_is_read_only_and_a_long_cell_keeps_its_text_in_a_tooltip(qtbot)
                                      (5 * 1024**2, "5.0 MB"), (3 * 1024**4, "3072.0 GB")])
 def test_byte_counts_read_in_the_largest_unit_up_to_gigabytes(n, text):
     assert fmt_bytes(n) == text
+
+
+def test_a_skipped_trial_says_whether_it_ever_ran():
+    """Proctor skips a trial the batch never started; an imported log's sample can run and
+    be left unscored. The header said 'never started' of a 39 s Inspect sample."""
+    from engine.models import PhaseSpan, TrialRecord
+    from studio.widgets import failure_line
+
+    never = TrialRecord(id="t_1", batch_id="b", run_id="r", case_id="c", variant="v", trial=1,
+                        trigger="cli", outcome="skipped")
+    assert failure_line(never) == "never started: the batch ended before this trial ran"
+    ran = never.model_copy(update=dict(phases=[PhaseSpan(phase="turn", index=1, status="ok",
+                                                          start_ms=4, end_ms=39_227)]))
+    assert failure_line(ran).startswith("not scored: it ran")
