@@ -716,7 +716,9 @@ def small_disk(tmp_path):
 
 def fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    # Unbuffered: a buffered file still holds the last block when the disk is full, and
+    # closing it flushes that block and raises ENOSPC out of the `with` (seen in a full run).
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * (1 << 16))
