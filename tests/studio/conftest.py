@@ -201,7 +201,7 @@ def records(recorded):
 @pytest.fixture
 def make_window(qtbot, tmp_path):
     """`make_window(store_path)`: a main window over that store, closed after the test."""
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QSettings, Qt
 
     from engine.store import Store
     from studio.app import MainWindow
@@ -214,6 +214,9 @@ def make_window(qtbot, tmp_path):
                             watch_docker=False)
         qtbot.addWidget(window)
         window.show()
+        # A Ctrl+key or Ctrl-click in an earlier test can leave Qt's offscreen keyboard holding
+        # Ctrl, and a click would then add to the selection: let go of it, as a hand would.
+        qtbot.keyRelease(window, Qt.Key.Key_Control)
         made.append(window)
         return window
 

@@ -54,9 +54,6 @@ def window(make_window, recorded, tmp_path, qtbot):
     w = make_window(compact(recorded.store_path, tmp_path / "proctor.db"))
     w.resize(1400, 860)
     qtbot.waitExposed(w)
-    # A Ctrl+key in an earlier test leaves Qt's offscreen keyboard holding Ctrl, which would
-    # make a selection add to the last one: let go of it, as a hand would.
-    qtbot.keyRelease(w, Qt.Key.Key_Control)
     return w
 
 
