@@ -28,7 +28,7 @@ from .text import fmt_ms, plural
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
 from .store import Store, StoreError, default_store_path
-from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batches
+from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batches, locate
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 OUTCOMES = ("pass", "fail", "infra_error", "skipped", RUNNING)  # RUNNING: no outcome yet
@@ -101,9 +101,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="only batches holding a trial of this case, and only its trials "
                          "(repeatable)")
 
-    rm = command("rm", cmd_rm, "delete batches from the store, with their runs, trials and events")
+    rm = command("rm", cmd_rm, "delete batches (with their runs, trials and events) or single "
+                               "trials (with their events) from the store")
     rm.add_argument("batch_ids", nargs="+", metavar="ID",
-                    help="a batch id, or a unique start of one")
+                    help="a batch or trial id, or a unique start of one")
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask first")
 
     show = command("show", cmd_show, "one trial's record")
@@ -412,28 +413,51 @@ def _picked(flt: BrowseFilter) -> str:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    """Batches (with all they hold) or single trials (with their events), as SPEC says."""
     store = _open_store(args)
     try:
-        batches = {}
+        batches: dict[str, BatchSummary] = {}
+        trials: dict[str, str] = {}  # trial id -> its batch
         for given in args.batch_ids:
-            batch = store.batch_summary(given)
+            located = locate(store, given)
+            if located is None:
+                raise UserError(f"no batch or trial {given} in {store.path}: nothing deleted")
+            if located.kind == "run":
+                raise UserError(f"{given} is a run: rm deletes batches or trials; nothing deleted")
+            if located.kind == "trial":
+                record = store.get_trial(located.trial_id or given)
+                if record is not None and record.outcome is None:
+                    raise UserError(f"trial {record.id} has not finished: stop it first; "
+                                    "nothing deleted")
+                trials[located.trial_id or given] = located.batch_id
+                continue
+            batch = store.batch_summary(located.batch_id)
             if batch is None:
                 raise UserError(f"no batch {given} in {store.path}: nothing deleted")
             if batch.status == "running":
                 raise UserError(f"batch {batch.batch_id} is running: stop it first (Ctrl-C its "
                                 "`proctor run`, or Stop in the studio); nothing deleted")
             batches[batch.batch_id] = batch
-        trials = sum(len(run.trials) for b in batches.values() for run in b.runs)
-        what = (f"{', '.join(batches)} ({plural(len(batches), 'batch', 'batches')}, "
-                f"{plural(trials, 'trial')})")
+        trials = {t: b for t, b in trials.items() if b not in batches}  # going with their batch
+        in_batches = sum(len(run.trials) for b in batches.values() for run in b.runs)
+        parts = []
+        if batches:
+            parts.append(f"{', '.join(batches)} ({plural(len(batches), 'batch', 'batches')}, "
+                         f"{plural(in_batches, 'trial')})")
+        if trials:
+            parts.append(f"{', '.join(trials)} ({plural(len(trials), 'trial')})")
+        what = " and ".join(parts)
         if not args.yes and not _confirmed(f"delete {what} from {store.path}?"):
             _say("nothing deleted")
             return EXIT_FAIL
-        deleted = store.delete_batches(list(batches))
+        deleted = store.delete_batches(list(batches)) + store.delete_trials(list(trials))
+    except StoreError as exc:
+        raise UserError(f"{exc}; nothing more deleted") from None
     finally:
         store.close()
-    print(f"deleted {what}" if deleted == len(batches) else
-          f"deleted {plural(deleted, 'batch', 'batches')} of {what}: the others were gone already")
+    wanted = len(batches) + len(trials)
+    print(f"deleted {what}" if deleted == wanted else
+          f"deleted {deleted} of {what}: the others were gone already")
     return EXIT_OK
 
 

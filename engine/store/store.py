@@ -509,6 +509,36 @@ class Store:
                              "or Stop in the studio) before deleting it")
         return deleted
 
+    def delete_trials(self, ids: Collection[str]) -> int:
+        """Delete these trials (full ids) with their events, in one transaction; their runs and
+        batches stay. Returns how many were there; a trial not finished is refused with a
+        StoreError and nothing is deleted."""
+        ids = sorted(set(ids))
+        running: list[str] = []
+        deleted = 0
+
+        def write(conn: Connection) -> None:
+            nonlocal deleted
+            running[:] = conn.execute(select(TrialRow.id).where(
+                TrialRow.id.in_(ids), TrialRow.status != "done")).scalars()
+            if running:
+                return  # not an error of the write: listeners would stop a running batch
+            for start in range(0, len(ids), _DELETE_CHUNK):
+                chunk = ids[start:start + _DELETE_CHUNK]
+                for table in TABLES:  # every table that names a trial, a later one included
+                    if "trial_id" in table.c:
+                        conn.execute(delete(table).where(table.c.trial_id.in_(chunk)))
+                deleted += conn.execute(delete(TrialRow).where(TrialRow.id.in_(chunk))).rowcount
+
+        done = self._writer.submit(write) if ids else None
+        if ids and done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        if done is not None:
+            done.result()
+        if running:
+            raise StoreError(f"trial {running[0]} has not finished: stop it before deleting it")
+        return deleted
+
     def import_portable(self, portable: Portable) -> ImportReport:
         """Add batches read from a bundle or another tool's log, in one transaction: all of it
         or, when an id the store holds already has other content, nothing (a StoreError names

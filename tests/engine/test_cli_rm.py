@@ -139,3 +139,33 @@ def test_rm_without_yes_asks_on_a_terminal(two_batches, answer, deleted):
     assert OTHER_BATCH in err  # the question names what goes
     assert (process.returncode == 0) is deleted
     assert rows_of(two_batches, OTHER_BATCH)["batch"] == (0 if deleted else 1)
+
+
+def test_rm_of_a_trial_deletes_it_and_its_events_and_keeps_its_batch(two_batches, capsys):
+    """SPEC: `proctor rm ID…` (batches or trials)."""
+    with Store(two_batches) as store:
+        summary = store.batch_summary(RECORDED_BATCH)
+        first, second = (run.trials[0].id for run in summary.runs[:2])
+        assert list(store.trial_events(first))
+    code, out, err = cli(capsys, "rm", first[:9], "--yes", "--store", two_batches)
+    assert (code, out.strip(), err) == (0, f"deleted {first} (1 trial)", "")
+    with Store(two_batches) as store:
+        assert store.get_trial(first) is None and list(store.trial_events(first)) == []
+        assert store.get_trial(second) is not None, "the batch's other trials stay"
+        assert len([t for r in store.batch_summary(RECORDED_BATCH).runs for t in r.trials]) == 3
+    assert integrity(two_batches) == "ok"
+
+
+def test_rm_of_a_run_or_an_unfinished_trial_exits_2_and_deletes_nothing(two_batches, capsys):
+    with Store(two_batches) as store:
+        run = store.batch_summary(RECORDED_BATCH).runs[0]
+        store.create_run("r_open", RECORDED_BATCH, "open", "v", position=9)
+        from tests.engine.test_browse import _trial
+        _trial(store, RECORDED_BATCH, "r_open", 1, None, case="open", variant="v")
+        store.flush()
+    before = rows_of(two_batches, RECORDED_BATCH)
+    code, _out, err = cli(capsys, "rm", run.run_id, "--yes", "--store", two_batches)
+    assert code == 2 and "is a run: rm deletes batches or trials" in one_line(err)
+    code, _out, err = cli(capsys, "rm", "t_open_1", "--yes", "--store", two_batches)
+    assert code == 2 and "trial t_open_1 has not finished" in one_line(err)
+    assert rows_of(two_batches, RECORDED_BATCH) == before
