@@ -49,12 +49,13 @@ import json
 import re
 from collections.abc import Hashable, Sequence
 from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from rapidfuzz.distance import Levenshtein
 
 from . import limits
+from .cost import recorded_cost
 from .models import TrajectoryItem, TrialRecord, Validation
 from .text import span_ms
 
@@ -336,6 +337,7 @@ class Deltas(_Model):
     tokens: dict[str, int | None]  # input, output, cache_read, cache_write, reasoning
     timings: dict[str, int]  # the record's Timings fields (setup_ms, agent_ms, …)
     phases: dict[str, int]  # total ms per phase name, over the phases either side ran
+    cost_usd: float | None = None  # None when either side's cost is unknown (engine.cost)
 
 
 def duration_ms(record: TrialRecord) -> int | None:
@@ -349,12 +351,15 @@ def _phase_totals(record: TrialRecord) -> dict[str, int]:
     return totals
 
 
-def _minus(b: int | None, a: int | None) -> int | None:
+Number = TypeVar("Number", int, float)
+
+
+def _minus(b: Number | None, a: Number | None) -> Number | None:
     return None if a is None or b is None else b - a
 
 
 def deltas(a: TrialRecord, b: TrialRecord) -> Deltas:
-    """Duration, command count, tokens and timings of B minus those of A."""
+    """Duration, command count, tokens, cost and timings of B minus those of A."""
     a_usage, b_usage = a.usage.model_dump(), b.usage.model_dump()
     a_timings, b_timings = a.timings.model_dump(), b.timings.model_dump()
     a_phases, b_phases = _phase_totals(a), _phase_totals(b)
@@ -365,4 +370,5 @@ def deltas(a: TrialRecord, b: TrialRecord) -> Deltas:
         tokens={name: _minus(b_usage[name], a_usage[name]) for name in a_usage},
         timings={name: b_timings[name] - a_timings[name] for name in a_timings},
         phases={name: b_phases.get(name, 0) - a_phases.get(name, 0) for name in phase_names},
+        cost_usd=_minus(recorded_cost(b), recorded_cost(a)),
     )

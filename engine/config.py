@@ -19,6 +19,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, P
                       ValidationError, field_validator, model_validator)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .cost import Price
 from .harness.registry import HarnessOptions, UnknownHarness, harness_class
 from .options import (Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size, Trials, User,
                       explain, name_list, shown)
@@ -225,6 +226,7 @@ class Config(_Section):
     variants: list[Variant] = Field(default_factory=list)
     judge: JudgeConfig | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    prices: dict[str, Price] = Field(default_factory=dict)  # by model name; overrides genai-prices
     path: Path | None = Field(default=None, exclude=True)
 
     def select_variants(self, names: list[str] | None) -> list[Variant]:
@@ -328,6 +330,9 @@ def _table_lines(lines: list[str], loc: tuple) -> tuple[int, int] | None:
     header = (rf"\s*\[\[\s*([\"']?){name}\1\s*\]\]" if nth is not None
               else rf"\s*\[\s*([\"']?){name}\1\s*\](?!\])")
     starts = [i for i, line in enumerate(lines) if re.match(header, line) and _HEADER.match(line)]
+    if isinstance(loc[1], str):  # a table of tables: [prices."MODEL"]
+        sub = rf"\s*\[\s*{name}\s*\.\s*([\"']?){re.escape(loc[1])}\1\s*\](?!\])"
+        starts = [i for i, line in enumerate(lines) if re.match(sub, line)] or starts
     if len(starts) <= (nth or 0):
         return None
     start = starts[nth or 0]

@@ -156,7 +156,7 @@ class Context:
         record = TurnRecord(index=n, prompt=prompt, status=status,  # type: ignore[arg-type]
                             ms=int((time.monotonic() - started) * 1000), final_message=out.final_message,
                             exit_code=out.exit_code, raw_output=out.raw_output,
-                            finished_reason=out.finished_reason, usage=out.usage)
+                            finished_reason=out.finished_reason, usage=out.usage, model=out.model)
         rec.add_usage(out.usage)
         if out.final_message:
             self._final_message = out.final_message

@@ -99,6 +99,8 @@ class TurnRecord(_Model):
     raw_output: str = ""
     finished_reason: str | None = None
     usage: Usage | None = None  # what this turn reported; the trial's usage is their sum
+    model: str | None = None  # the model that served the turn, when the harness says
+    cost_usd: float | None = None  # its usage at that model's price (engine.cost); None: unknown
 
 
 class TrajectoryItem(_Model):
@@ -186,6 +188,7 @@ class TrialRecord(_Model):
     finished_at: str | None = None
     timings: Timings = Field(default_factory=Timings)
     usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None  # the turns' costs summed as saved (engine.cost); None: unknown
     usage_warnings: list[str] = Field(default_factory=list)
     phases: list[PhaseSpan] = Field(default_factory=list)
     turns: list[TurnRecord] = Field(default_factory=list)

@@ -39,6 +39,7 @@ from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
 from .sandbox.tree import Tree
 from .spec import Case
+from .cost import price_record
 from .usage import usage_warnings
 
 ABORT_GRACE_S = 3
@@ -340,6 +341,7 @@ class Trial:
         record.void_fields = self._void_fields() if record.outcome == "infra_error" else []
         record.command_count = sum(i.kind == "command" for i in record.trajectory)
         record.usage_warnings = usage_warnings([t.usage for t in record.turns if t.usage])
+        price_record(record, self.config.prices)  # at its own [prices]: the studio may not know them
         # The cumulative diff is kept once, on the last turn that has one: per turn it would
         # store the same growing diff again and again (a 20 MB diff over 10 turns is 200 MB).
         # None is kept when one turn's own diff is the whole change (a one-turn trial): readers

@@ -23,6 +23,7 @@ class HarnessFailed(Exception):
 class TurnOutput:
     items: list[TrajectoryItem] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    model: str | None = None  # the model that served the turn, as the API or CLI said
     finished_reason: str | None = None
     exit_code: int | None = None
     raw_output: str = ""

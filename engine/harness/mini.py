@@ -109,6 +109,8 @@ class MiniHarness:
                     out.finished_reason = f"failed: model API {e}"
                     return out
                 out.usage = out.usage.add(_usage(body.get("usage")))
+                # The model the API says served it (a dated snapshot, or another model entirely).
+                out.model = _model(body.get("model")) or out.model
                 message = body["choices"][0]["message"]
                 text = _text(message.get("content"))
                 calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
@@ -214,6 +216,13 @@ def _usage(data: Any) -> Usage:
     return Usage(input=_int(data.get("prompt_tokens")) or 0, output=_int(data.get("completion_tokens")) or 0,
                  cache_read=_int(prompt.get("cached_tokens")) or 0,
                  reasoning=_int(completion.get("reasoning_tokens")))
+
+
+def _model(value: Any) -> str | None:
+    """A response's `model`: a short printable name, else none."""
+    if isinstance(value, str) and 0 < len(value.strip()) <= 200 and value.isprintable():
+        return value.strip()
+    return None
 
 
 def _int(value: Any) -> int | None:

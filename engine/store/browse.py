@@ -13,7 +13,6 @@ rate over "only the failures" would say nothing.
 
 from __future__ import annotations
 
-import functools
 import json
 import statistics
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 
 from ..models import PhaseSpan
 from ..models import Distribution, TrialSummary, distribution
+from ..cost import harness_model, usage_cost  # harness_model: kept importable from here
 from ..models import Usage  # a batch overview's cost
 from .store import Store, StoreError
 from .store import _readable, _trial_summary  # the rows read as batch_summary reads them
@@ -725,69 +725,18 @@ class CostSummary:
     models: list[str]
 
 
-def harness_model(detail: str) -> tuple[str, str] | None:
-    """The model and API host a harness phase names ("mini harness · gpt-4o-mini at
-    api.openai.com", as trial.py writes it); None where it names none (the command harness
-    names the command it runs)."""
-    harness, sep, said = detail.partition(" harness · ")
-    if not sep or harness == "command":
-        return None
-    model, sep, host = said.rpartition(" at ")
-    if not sep or not model or " " in model:
-        return None
-    return model, host
-
-
 def price(usage: Usage, model: str | None, host: str | None = None,
           at: str | None = None) -> float | None:
-    """Tokens at `model`'s list price in US dollars, as of `at` (ISO), from genai-prices'
-    bundled table (it never goes to the network unless asked to update). The provider is the
-    one `host` serves where genai-prices knows it, else its best match for the model; None
-    when the model is unknown or has no price. No token spent costs nothing, model or not."""
-    if not (usage.input or usage.output or usage.cache_read or usage.cache_write):
-        return 0.0
-    if not model:
-        return None
-    rates = _rates(model, host or "", (at or "")[:10])
-    uncached = usage.input - usage.cache_read - usage.cache_write
-    if rates is None or uncached < 0:  # a cache count past the input is no usage to price
-        return None
-    fresh, read, write, out = rates
-    return (uncached * fresh + usage.cache_read * read + usage.cache_write * write
-            + usage.output * out)
-
-
-@functools.lru_cache(maxsize=256)
-def _rates(model: str, host: str, day: str) -> tuple[float, float, float, float] | None:
-    """Dollars per input, cache-read, cache-write and output token, asked of genai-prices once
-    per model and day: a thousand calls of its own would take 0.1 s. Priced per thousand
-    tokens, the first tier: a trial's usage sums many requests, no one of which crossed a tier."""
-    from datetime import datetime  # noqa: PLC0415 — with genai_prices, imported on first use
-
-    from genai_prices import Usage as Tokens, calc_price  # noqa: PLC0415 — 0.1 s to import
-
-    try:
-        when = datetime.fromisoformat(day) if day else None
-    except ValueError:
-        when = None
-    units = [dict(input_tokens=1000), dict(input_tokens=1000, cache_read_tokens=1000),
-             dict(input_tokens=1000, cache_write_tokens=1000), dict(output_tokens=1000)]
-    providers = [{"provider_api_url": f"https://{host}"}] if host else []
-    for provider in [*providers, {}]:
-        try:
-            return tuple(  # type: ignore[return-value]
-                float(calc_price(Tokens(**unit), model, genai_request_timestamp=when,
-                                 **provider).total_price) / 1000 for unit in units)
-        except (LookupError, ValueError):  # an unknown provider or model; a unit it cannot price
-            continue
-    return None
+    """Tokens at `model`'s list price in US dollars, as of `at` (ISO): engine.cost.usage_cost."""
+    return usage_cost(usage, model, host, at)
 
 
 _COSTS = """
     SELECT t.id, t.started_at, {figures} AS figures FROM trial t
     WHERE t.batch_id = :batch AND t.status = 'done'
       AND t.id NOT IN (SELECT value FROM json_each(:skip))"""
-_FIGURES_OF = "json_extract(t.record, '$.phases', '$.usage')"  # one parse for both
+# One parse for all: the cost it was saved with, and the last turn's model (engine.cost).
+_FIGURES_OF = "json_extract(t.record, '$.phases', '$.usage', '$.cost_usd', '$.turns[#-1].model')"
 
 
 def trial_costs(source: Source, batch_id: str, skip: Iterable[str] = ()) -> list[TrialCost]:
@@ -807,7 +756,7 @@ def trial_costs(source: Source, batch_id: str, skip: Iterable[str] = ()) -> list
         if row.figures is None:  # no record, or one that is not JSON
             continue
         try:
-            phases, usage_json = json.loads(row.figures)
+            phases, usage_json, saved, last_model = json.loads(row.figures)
             usage = Usage.model_validate(usage_json or {})
         except (ValueError, TypeError):  # not a record's shape; ValidationError is a ValueError
             continue
@@ -822,7 +771,12 @@ def trial_costs(source: Source, batch_id: str, skip: Iterable[str] = ()) -> list
             if span["phase"] == "harness" and isinstance(span.get("detail"), str):
                 found = harness_model(span["detail"])
         model, host = found or (None, None)
-        costs.append(TrialCost(row.id, model, usage, price(usage, model, host, row.started_at),
+        if isinstance(last_model, str) and last_model and last_model != model:
+            model, host = last_model, None  # the model that served it, where the turn says
+        cost = saved if isinstance(saved, (int, float)) and not isinstance(saved, bool) else None
+        if cost is None and not last_model:  # saved before turns named models: priced now
+            cost = price(usage, model, host, row.started_at)
+        costs.append(TrialCost(row.id, model, usage, float(cost) if cost is not None else None,
                                phase_ms))
     return costs
 

@@ -4,15 +4,23 @@ A cell holds browse.GridCell (one query, `run_grid`); it reads as its pass rate,
 deterministic mark and `cmd min/median/max · median time`, and is tinted from the fail
 colour to the pass colour by its pass rate. A cell with nothing scored is tinted by what
 it does hold (void, skipped, running); a case a variant never ran is blank and inert.
+
+Costs come later, read out of the records off the GUI thread (`set_costs`, by trial id, as
+the batch's Overview reads them): a cell then adds its median cost per scored trial, and
+its tooltip the total and how many trials' cost is unknown.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor
 
+from engine.cost import fmt_usd
 from engine.store.browse import GridCell
 from engine.text import fmt_ms, plural
 
@@ -32,8 +40,31 @@ def _number(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def cell_text(cell: GridCell) -> str:
-    """Two lines: `67% ◇` and `cmd 2/3/9 · 41s`; `—` where nothing was scored."""
+@dataclass(frozen=True, slots=True)
+class CellCost:
+    """What a cell's finished trials cost, as far as it is known."""
+
+    median: float | None  # per scored trial, over those priced
+    total: float | None  # over every priced trial (a void that spent tokens cost them too)
+    priced: int
+    unknown: int  # finished trials whose tokens have no price: never counted as $0
+
+
+def cell_cost(cell: GridCell, costs: Mapping[str, float | None]) -> CellCost | None:
+    """None when none of the cell's trials has been read yet."""
+    read = [(t, costs[t.id]) for t in cell.trials if t.id in costs]
+    if not read:
+        return None
+    known = [c for _, c in read if c is not None]
+    scored = sorted(c for t, c in read if c is not None and t.outcome in ("pass", "fail"))
+    return CellCost(median=statistics.median(scored) if scored else None,
+                    total=sum(known) if known else None, priced=len(known),
+                    unknown=len(read) - len(known))
+
+
+def cell_text(cell: GridCell, cost: CellCost | None = None) -> str:
+    """Two lines: `67% ◇` and `cmd 2/3/9 · 41s` (` · $0.42`, the median cost, once read);
+    `—` where nothing was scored."""
     d = cell.distribution
     if d.pass_rate is None:
         words = [plural(n, w) for n, w in ((d.voided, "void"), (cell.skipped, "skipped"),
@@ -43,10 +74,25 @@ def cell_text(cell: GridCell) -> str:
         mark = DETERMINISTIC if d.deterministic else NOT_DETERMINISTIC
         first = f"{round(d.pass_rate * 100)}% {mark}"
     commands = "/".join(_number(v) for v in (d.command_min, d.command_median, d.command_max))
-    return f"{first}\ncmd {commands} · {fmt_ms(cell.median_ms)}"
+    money = ""
+    if cost is not None and cost.median is not None:
+        money = f" · {fmt_usd(cost.median)}" + ("?" if cost.unknown else "")  # part unknown
+    return f"{first}\ncmd {commands} · {fmt_ms(cell.median_ms)}{money}"
 
 
-def cell_tip(cell: GridCell) -> str:
+def cost_words(cost: CellCost | None) -> str:
+    """The tooltip's cost line: never $0 for tokens with no price."""
+    if cost is None:
+        return "cost: not read yet"
+    if cost.total is None:
+        return f"cost unknown for {plural(cost.unknown, 'trial')} (no model, or no price for it)"
+    at_least = "≥ " if cost.unknown else ""  # the unknown part is not $0
+    line = (f"cost: median {fmt_usd(cost.median)} per scored trial, "
+            f"total {at_least}{fmt_usd(cost.total)}")
+    return line + (f" ({plural(cost.unknown, 'trial')} unknown)" if cost.unknown else "")
+
+
+def cell_tip(cell: GridCell, cost: CellCost | None = None) -> str:
     d = cell.distribution
     lines = [f"{cell.case_id} · {cell.variant}",
              f"{d.passed} passed, {d.failed} failed, {d.voided} void, {cell.skipped} skipped"
@@ -56,7 +102,8 @@ def cell_tip(cell: GridCell) -> str:
              ("deterministic: every scored trial agrees, command counts within 4"
               if d.deterministic else "not deterministic (needs 2+ scored trials that agree)"),
              f"commands min/median/max {_number(d.command_min)}/{_number(d.command_median)}/"
-             f"{_number(d.command_max)}, median time {fmt_ms(cell.median_ms)}"]
+             f"{_number(d.command_max)}, median time {fmt_ms(cell.median_ms)}",
+             cost_words(cost)]
     return "\n".join(lines)
 
 
@@ -82,6 +129,17 @@ class GridModel(QAbstractTableModel):
         self.cases: list[str] = []
         self.variants: list[str] = []
         self._cells: dict[tuple[str, str], GridCell] = {}
+        self._costs: dict[str, float | None] = {}  # by trial id; kept across refreshes
+
+    def set_costs(self, costs: Mapping[str, float | None]) -> None:
+        """Each finished trial's cost in US dollars by trial id; None where unknown."""
+        self._costs = dict(costs)
+        if self.cases and self.variants:
+            self.dataChanged.emit(self.index(0, 0),
+                                  self.index(len(self.cases) - 1, len(self.variants) - 1))
+
+    def cost(self, cell: GridCell) -> CellCost | None:
+        return cell_cost(cell, self._costs)
 
     def set_cells(self, cells: list[GridCell]) -> None:
         self.beginResetModel()
@@ -125,9 +183,9 @@ class GridModel(QAbstractTableModel):
         if cell is None:
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            return cell_text(cell)
+            return cell_text(cell, self.cost(cell))
         if role == Qt.ItemDataRole.ToolTipRole:
-            return cell_tip(cell)
+            return cell_tip(cell, self.cost(cell))
         if role == Qt.ItemDataRole.BackgroundRole:
             colour = cell_colour(cell)
             colour.setAlpha(TINT_ALPHA)

@@ -47,12 +47,18 @@ class OverviewPage(QWidget):
             self._batch = BatchOverview(self.store)
             self._batch.trial_activated.connect(self.trial_activated)
             self._batch.run_activated.connect(self.grid.show_run)
+            self._batch.costs_read.connect(self._show_costs)
             self.split.insertWidget(0, self._batch)
             self.split.setStretchFactor(0, 9)
             self.split.setStretchFactor(1, 11)
             self._sized = False
             self._size()
         return self._batch
+
+    def _show_costs(self, costs: dict[str, float | None]) -> None:
+        """The costs the batch's figures read, per grid cell; its columns widen to show them."""
+        self.grid.model.set_costs(costs)
+        self.grid.view.resizeColumnsToContents()
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)

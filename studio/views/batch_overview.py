@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QTableWidget, QTableWidgetItem, QToolTip, QVBoxLayout, QWidget,
 )
 
+from engine.cost import fmt_usd
 from engine.store import Store, StoreError
 from engine.store.browse import (
     BatchFigures, CostSummary, OverviewTrial, TrialCost, batch_figures, cost_summary, locate,
@@ -48,15 +49,6 @@ WORD = {"infra_error": "void"}
 PHASE_WORD = {"slot": "slot wait"}  # the queue, before the trial's first phase
 SEGMENTS = [("pass", "pass"), ("fail", "fail"), ("void", "infra_error"), ("skipped", "skipped"),
             ("unfinished", None)]
-
-
-def fmt_usd(dollars: float) -> str:
-    """$12.34, $0.42, $0.0042: two significant digits below a cent."""
-    if dollars == 0:
-        return "$0.00"
-    if dollars >= 0.01:
-        return f"${dollars:,.2f}"
-    return f"${dollars:.2g}" if dollars >= 1e-4 else "<$0.0001"
 
 
 def fmt_count(n: float) -> str:
@@ -213,6 +205,7 @@ class BatchOverview(QWidget):
 
     trial_activated = Signal(str)
     run_activated = Signal(str)
+    costs_read = Signal(object)  # {trial id: US dollars or None}, each time more are read
 
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -490,6 +483,7 @@ class BatchOverview(QWidget):
                 return
             self.costs.update((c.id, c) for c in result)
             self.cost = cost_summary(self.costs.values())
+            self.costs_read.emit({c.id: c.cost for c in self.costs.values()})
             self._show_tokens_and_cost()
             self._show_phases()
             self._show_expensive()

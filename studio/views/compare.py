@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 from engine.compare import (
     Checks, Comparison, Deltas, FileStatus, TurnFiles, align, checks, deltas, turn_files,
 )
+from engine.cost import fmt_usd
 from engine.models import PhaseSpan, TrialRecord, Validation
 from engine.text import fmt_ms, plural
 from studio.models.compare import GUTTER, AlignedModel, tint
@@ -63,7 +64,14 @@ def deltas_line(d: Deltas) -> str:
     tokens = [f"{name.replace('_', ' ')} {signed(d.tokens[name])}"
               for name in ("input", "output") if d.tokens.get(name) is not None]
     return (f"B − A   time {signed_ms(d.duration_ms)} · commands {signed(d.command_count)}"
-            f" · tokens {', '.join(tokens) or '—'}")
+            f" · tokens {', '.join(tokens) or '—'} · cost {signed_usd(d.cost_usd)}")
+
+
+def signed_usd(dollars: float | None) -> str:
+    """A cost delta: +$0.42, −$0.0031, ±$0.00; "unknown" when either side's price is."""
+    if dollars is None:
+        return "unknown"
+    return ("+" if dollars > 0 else "−" if dollars < 0 else "±") + fmt_usd(abs(dollars))
 
 
 def over(colour: QColor | None, base: QColor) -> QColor:

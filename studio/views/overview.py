@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.cost import fmt_usd, models_of, recorded_cost
 from engine.models import TrialRecord
 from engine.redact import MARK
 from engine.text import fmt_ms, plural
@@ -57,6 +58,16 @@ def trial_ms(record: TrialRecord) -> int | None:
         except ValueError:
             pass
     return max((p.end_ms for p in record.phases), default=None)
+
+
+def cost_line(record: TrialRecord) -> str:
+    """"cost $0.0042 · gpt-4o-mini", or why it is unknown: never $0 for tokens with no price."""
+    cost, models = recorded_cost(record), models_of(record)
+    if cost is not None:
+        return f"cost {fmt_usd(cost)}" + (f" · {', '.join(models)}" if models else "")
+    if not models:
+        return "cost unknown: no model recorded"
+    return f"cost unknown: no price for {', '.join(models)} (add it to [prices] in proctor.toml)"
 
 
 class TimingBar(QWidget):
@@ -136,6 +147,7 @@ class OverviewView(QWidget):
         self.timing_bar: TimingBar | None = None
         self.timing_legend: QLabel | None = None
         self.usage_values: dict[str, QLabel] = {}
+        self.cost_label: QLabel | None = None
         self.phases_table: QTableWidget | None = None
         self.artifacts_table: QTableWidget | None = None
         self.artifact_text: TextBlock | None = None
@@ -149,7 +161,7 @@ class OverviewView(QWidget):
         self.record = record
         self.reason = self.void_fields = self.timing_legend = self.artifact_text = None
         self.timing_bar = self.phases_table = self.artifacts_table = None
-        self.usage_values = {}
+        self.usage_values, self.cost_label = {}, None
         inner = QWidget()
         column = QVBoxLayout(inner)
         column.setContentsMargins(12, 12, 12, 12)
@@ -280,6 +292,8 @@ class OverviewView(QWidget):
             self.usage_values[name] = number
         grid.setColumnStretch(len(stats), 1)
         body.addLayout(grid)
+        self.cost_label = wrapped(cost_line(record), style=MUTED)
+        body.addWidget(self.cost_label)
         for warning in record.usage_warnings:
             body.addWidget(wrapped(f"⚠ {warning}",
                                    style=f"color: {amber_text()}; font-weight: 600;"))

@@ -20,7 +20,10 @@ from engine.importer import ImportRefused, import_file
 from engine.store import Store
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded.db"
-BATCH = "b_141be1a046"
+with sqlite3.connect(f"file:{RECORDED}?mode=ro", uri=True) as _db:  # regenerated, ids change
+    BATCH = _db.execute("SELECT id FROM batch").fetchone()[0]
+    GREET = _db.execute("SELECT id FROM trial WHERE case_id = 'writes_greet'").fetchone()[0]
+    ADDS = _db.execute("SELECT id FROM trial WHERE case_id = 'adds_numbers'").fetchone()[0]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -124,7 +127,7 @@ def test_an_id_with_other_content_is_refused_by_name(tmp_path, bundle_bytes, cap
     before = tables(dest)
     changed = []
     for name, data in members(bundle_bytes):
-        if name.endswith("/trials/t_ca022700f0.json"):
+        if name.endswith(f"/trials/{GREET}.json"):
             record = json.loads(data)
             record["command_count"] += 1
             data = json.dumps(record).encode()
@@ -135,19 +138,19 @@ def test_an_id_with_other_content_is_refused_by_name(tmp_path, bundle_bytes, cap
     assert main(["import", str(other), "--store", str(dest)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith(f"proctor: {other}: trial t_ca022700f0 is already in the store")
+    assert err.startswith(f"proctor: {other}: trial {GREET} is already in the store")
     assert tables(dest) == before
 
 
 def test_a_trial_or_a_run_exports_alone_with_its_run(source, tmp_path, capsys):
     with Store(source) as store:
-        record = store.get_trial("t_f52bb270cd")
-        assert export_bundle(store, ["t_f52b"], tmp_path / "one.zip") == 1
-        assert export_bundle(store, [record.run_id, "t_f52bb270cd"], tmp_path / "run.zip") == 1
+        record = store.get_trial(ADDS)
+        assert export_bundle(store, [ADDS[:6]], tmp_path / "one.zip") == 1
+        assert export_bundle(store, [record.run_id, ADDS], tmp_path / "run.zip") == 1
     dest = tmp_path / "s.db"
     for name in ("one.zip", "run.zip"):
         assert main(["import", str(tmp_path / name), "--store", str(dest)]) == 0
-    assert trial_ids(dest) == ["t_f52bb270cd"]
+    assert trial_ids(dest) == [ADDS]
     with Store(dest) as store:
         summary = store.batch_summary(BATCH)
         assert [(r.run_id, len(r.trials)) for r in summary.runs] == [(record.run_id, 1)]
@@ -167,7 +170,7 @@ def test_export_refuses_a_running_batch_or_an_unknown_id(source, tmp_path, capsy
     assert "t_nope names no batch, run or trial" in capsys.readouterr().err
     with sqlite3.connect(source) as conn:
         conn.execute("UPDATE batch SET status = 'running'")
-    assert main(["export", "t_ca02", "-o", str(out), "--store", str(source)]) == 2
+    assert main(["export", GREET[:6], "-o", str(out), "--store", str(source)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"batch {BATCH} is running" in err
     assert [p.name for p in tmp_path.iterdir() if "zip" in p.name] == [], "no file, not even a part"
@@ -177,13 +180,13 @@ def test_redaction_is_applied_again_on_import(tmp_path, bundle_bytes):
     secret = "sk-proj-" + "A1b2C3d4" * 5
     hand_written = []
     for name, data in members(bundle_bytes):
-        if name.endswith("/trials/t_ca022700f0.json"):
+        if name.endswith(f"/trials/{GREET}.json"):
             record = json.loads(data)
             record["trajectory"].append({"kind": "message", "turn": 1, "role": "assistant",
                                          "text": f"my key is {secret}", "truncated": False})
             record["artifacts"][0]["text"] = f"KEY = '{secret}'\n"
             data = json.dumps(record).encode()
-        if name.endswith("/events/t_ca022700f0.jsonl"):
+        if name.endswith(f"/events/{GREET}.jsonl"):
             event = json.loads(data.splitlines()[0])
             event.update(type="phase_progress", phase="setup", message=f"export KEY={secret}",
                          n=999)
@@ -196,10 +199,10 @@ def test_redaction_is_applied_again_on_import(tmp_path, bundle_bytes):
     with Store(tmp_path / "s.db") as store:
         report = import_file(store, path)
         assert report.trials_added == 4
-        record = store.get_trial("t_ca022700f0")
+        record = store.get_trial(GREET)
         assert record.trajectory[-1].text == "my key is [redacted]"
         assert record.artifacts[0].text == "KEY = '[redacted]'\n"
-        assert [e.message for e in store.trial_events("t_ca022700f0")
+        assert [e.message for e in store.trial_events(GREET)
                 if getattr(e, "n", 0) == 999] == ["export KEY=[redacted]"]
     assert secret.encode() not in (tmp_path / "s.db").read_bytes()
 

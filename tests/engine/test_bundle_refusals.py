@@ -18,9 +18,9 @@ from engine import bundle
 from engine.cli import main
 from engine.importer import ImportRefused, import_file
 from engine.store import Store
-from tests.engine.test_bundle import BATCH, members, recorded_bundle, rezip, tables
+from tests.engine.test_bundle import BATCH, GREET, members, recorded_bundle, rezip, tables
 
-TRIAL = f"batches/{BATCH}/trials/t_ca022700f0.json"
+TRIAL = f"batches/{BATCH}/trials/{GREET}.json"
 
 
 @pytest.fixture(scope="module")
@@ -173,21 +173,21 @@ def with_zeros(items: list[tuple[str, bytes]], name: str, size: int) -> bytes:
 
 
 def test_an_oversized_member(tmp_path, bundle_bytes, dest, capsys):
-    data = with_zeros(members(bundle_bytes), TRIAL.replace("t_ca022700f0", "t_big"),
+    data = with_zeros(members(bundle_bytes), TRIAL.replace(GREET, "t_big"),
                       bundle.MAX_MEMBER + (1 << 20))
     err = refused(tmp_path / "b.zip", data, dest, capsys)
     assert f"inflates to more than {bundle.MAX_MEMBER >> 20} MiB" in err
 
 
 def test_a_zip_bomb(tmp_path, bundle_bytes, dest, capsys):
-    data = with_zeros(members(bundle_bytes), TRIAL.replace("t_ca022700f0", "t_bomb"), 8 << 20)
+    data = with_zeros(members(bundle_bytes), TRIAL.replace(GREET, "t_bomb"), 8 << 20)
     err = refused(tmp_path / "b.zip", data, dest, capsys)
     assert f"inflates more than {bundle.MAX_RATIO} times its packed size" in err
 
 
 def test_a_directory_that_lies_about_a_size(tmp_path, bundle_bytes, dest, capsys, monkeypatch):
     """The directory says 100 bytes of a member that inflates to 8 MiB: no more is inflated."""
-    name = TRIAL.replace("t_ca022700f0", "t_liar")
+    name = TRIAL.replace(GREET, "t_liar")
     lying = bytearray(rezip(members(bundle_bytes) + [(name, bytes(8 << 20))]))
     with zipfile.ZipFile(io.BytesIO(bytes(lying))) as zf:
         info = zf.getinfo(name)

@@ -99,6 +99,24 @@ def test_a_batch_shows_its_figures_above_its_grid(ov_window, qtbot):
     assert panel.durations.bin_text(-5) == ""
 
 
+def test_the_grid_shows_what_each_cell_cost(ov_window, qtbot):
+    """The costs the Overview reads reach the grid: gpt-4o-mini's median trial cost $0.00042;
+    the unpriced model's cell says so and shows no dollars."""
+    window = ov_window
+    open_batch(window, qtbot, "b_ov")
+    model = window.grid.model
+    mini = model.index(model.cases.index("writes_greet"), model.variants.index("mini-4o"))
+    qtbot.waitUntil(lambda: "$" in mini.data(), timeout=10_000)
+    assert mini.data().endswith(" · $0.00042")
+    view = window.grid.view  # the column widened to the longer line: nothing is cut
+    width = view.fontMetrics().horizontalAdvance(mini.data().splitlines()[1])
+    assert view.columnWidth(mini.column()) > width
+    assert "total $0.0014" in mini.data(Qt.ItemDataRole.ToolTipRole)
+    unpriced = model.index(model.cases.index("fixes_parser"), model.variants.index("unpriced"))
+    assert "$" not in unpriced.data()
+    assert "cost unknown for 2 trials" in unpriced.data(Qt.ItemDataRole.ToolTipRole)
+
+
 @pytest.mark.parametrize("table, row, trial", [("slowest", 0, "t_m_2"), ("expensive", 0, "t_m_3"),
                                                ("voids", 1, "t_s_4")])
 def test_a_listed_trial_is_a_link_that_opens_it(ov_window, qtbot, table, row, trial):

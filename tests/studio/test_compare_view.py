@@ -183,3 +183,14 @@ def test_two_10000_step_trajectories_show_within_a_second(view, qtbot, capsys):
     assert view.current_row() == 50
     assert elapsed < 3.0  # goal 1 s; a loaded CI machine gets headroom
 
+
+
+def test_the_deltas_line_says_the_cost_b_minus_a(view, records):
+    """Priced sides show the dollar difference; a side with no price says unknown, never $0."""
+    a, b = records["writes_greet"], records["adds_numbers"]
+    view.show_pair(a, b)  # the command harness names no model: its tokens have no price
+    assert view.deltas_label.text().endswith(" · cost unknown")
+    view.show_pair(a.model_copy(update={"cost_usd": 0.5}), b.model_copy(update={"cost_usd": 0.0625}))
+    assert view.deltas_label.text().endswith(" · cost −$0.44")
+    view.show_pair(a.model_copy(update={"cost_usd": 0.002}), b.model_copy(update={"cost_usd": 0.0052}))
+    assert view.deltas_label.text().endswith(" · cost +$0.0032")

@@ -190,3 +190,27 @@ def test_honest_empty_states(qtbot, grid_store):
                                  "written.")
     grid.show_batch("b_gr")  # a unique prefix, as everywhere else ids are typed
     assert grid.batch_id == "b_grid" and grid.stack.currentWidget() is not grid.empty
+
+
+def test_cells_add_their_cost_once_it_is_read(qtbot, grid_store):
+    """The median cost per scored trial on the second line, the total in the tooltip; a trial
+    whose tokens have no price makes the total "at least", never a $0 guess."""
+    grid = make_grid(qtbot, grid_store)
+    grid.show_batch("b_grid")
+    alpha, beta = cell_index(grid, "alpha", "v1"), cell_index(grid, "beta", "v1")
+    assert "cost: not read yet" in alpha.data(Qt.ItemDataRole.ToolTipRole)
+    ids = {(t.trial, c.case_id, c.variant): t.id for c in run_grid(grid_store, "b_grid")
+           for t in c.trials}
+    costs = {ids[(1, "alpha", "v1")]: 0.01, ids[(2, "alpha", "v1")]: 0.03,
+             ids[(3, "alpha", "v1")]: 0.02, ids[(4, "alpha", "v1")]: 0.0,  # a void: no tokens
+             ids[(5, "alpha", "v1")]: None,  # a void that spent tokens under no priced model
+             ids[(1, "beta", "v1")]: None, ids[(2, "beta", "v1")]: None}
+    with qtbot.waitSignal(grid.model.dataChanged):
+        grid.model.set_costs(costs)
+    assert alpha.data() == "67% ◇\ncmd 3/5/9 · 50s · $0.02?"
+    tip = alpha.data(Qt.ItemDataRole.ToolTipRole).splitlines()
+    assert tip[-1] == "cost: median $0.02 per scored trial, total ≥ $0.06 (1 trial unknown)"
+    assert beta.data() == "100% ◇\ncmd 2/4.5/7 · 11s"  # no figure, and never $0
+    assert beta.data(Qt.ItemDataRole.ToolTipRole).splitlines()[-1] == (
+        "cost unknown for 2 trials (no model, or no price for it)")
+    assert cell_index(grid, "alpha", "v2").data() == "100% ◆\ncmd 4/6/8 · 15s"  # not read yet

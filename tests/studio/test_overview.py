@@ -139,3 +139,23 @@ def test_header_says_what_and_why(qtbot, records):
     header.show_record(records["adds_numbers"])
     assert shown(header.reason).endswith("…")
     assert header.reason.toolTip() == header.reason.full_text()
+
+
+def test_the_usage_part_says_what_the_trial_cost(overview, records):
+    """A priced record shows its dollars and model; tokens with no price say why, never $0."""
+    from engine.cost import Price, price_record
+
+    record = records["writes_greet"]
+    # The command harness names no model: its tokens have no price.
+    overview.show_record(record)
+    assert shown(overview.cost_label) == "cost unknown: no model recorded"
+    served = record.model_copy(deep=True)
+    for turn in served.turns:
+        turn.model = "acme-coder-1"
+    overview.show_record(served)
+    assert shown(overview.cost_label) == ("cost unknown: no price for acme-coder-1 "
+                                          "(add it to [prices] in proctor.toml)")
+    price_record(served, {"acme-coder-1": Price(input=1000.0, output=1000.0)})
+    overview.show_record(served)
+    assert served.cost_usd and served.cost_usd > 0.01
+    assert shown(overview.cost_label) == f"cost ${served.cost_usd:,.2f} · acme-coder-1"
