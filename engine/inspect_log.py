@@ -717,12 +717,22 @@ class _Trial:
             self.content(m.content) for m in s.input if m.role == "user")
         turn = TurnRecord(index=1, prompt=self.text(prompt, PROMPT_MAX)[0],
                           status="failed" if s.error is not None else "completed",
-                          ms=times.timings.agent_ms, final_message=final, usage=usage)
+                          ms=times.timings.agent_ms, final_message=final, usage=usage,
+                          model=self.model())
         return TrialRecord(
             **ids, trial=s.epoch, trigger="api", outcome=outcome, failure=failure,
             started_at=_iso_of(times.t0), finished_at=_iso_of(times.end), timings=times.timings,
             usage=usage, phases=times.phases, turns=[turn], trajectory=items,
             command_count=commands, validations=[self.validation(v) for v in verdicts])
+
+    def model(self) -> str | None:
+        """The model that served the sample, as a price table names it (Inspect's
+        `openai/gpt-4o-mini` is `gpt-4o-mini`); None when several did, or none is named."""
+        names = list(self.s.model_usage)
+        if len(names) != 1:
+            return None
+        name = names[0].split("/", 1)[-1]
+        return name if 0 < len(name) <= 200 and name.isprintable() else None
 
     def usage(self) -> Usage:
         """All models' tokens. Inspect counts cache reads and writes apart from input tokens;

@@ -189,6 +189,8 @@ def test_a_log_inspect_writes_becomes_runs_of_trials_with_outcomes_commands_and_
     # Four model calls, each 100+step input tokens plus 50 read from and 5 written to cache.
     assert tools.usage.model_dump() == dict(input=4 * 155 + 6, output=40, cache_read=200,
                                             cache_write=20, reasoning=None)
+    # The model that served it, as a price table names it (mockllm/model: no price, so no cost).
+    assert tools.turns[0].model == "model"
     assert [p.phase for p in tools.phases] == ["container", "turn", "judge"]
     assert tools.timings.agent_ms > 0 and tools.started_at < tools.finished_at
     turn = next(p for p in tools.phases if p.phase == "turn")
