@@ -33,6 +33,7 @@ from .events import Event, EventAdapter
 from .importer import ZIP_ERRORS, ImportRefused, Progress
 from .models import TrialRecord
 from .portable import Portable, PortableBatch, PortableRun
+from .safezip import SafeZip, ZipLimits, ZipRefused
 from .store import Store, StoreError
 from .store.browse import locate
 from .store.tables import BatchRow, RunRow, TrialRow
@@ -46,7 +47,8 @@ MAX_TOTAL = 512 << 20  # bytes of all members, inflated (held in memory as recor
 MAX_MEMBERS = 250_000
 MAX_RATIO = 200  # inflated / compressed, for members past RATIO_FLOOR; real records stay under 50
 RATIO_FLOOR = 1 << 20
-_CHUNK = 1 << 20
+LIMITS = ZipLimits(member=MAX_MEMBER, total=MAX_TOTAL, members=MAX_MEMBERS, ratio=MAX_RATIO,
+                   methods=frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}), ratio_floor=RATIO_FLOOR)
 _INT64 = 2**63  # the store keeps numbers in 64-bit columns
 _MEMBER = re.compile(
     r"batches/([^/]+)/(?:(batch)\.json|trials/([^/]+)\.json|events/([^/]+)\.jsonl)")
@@ -221,9 +223,11 @@ def read_bundle(path: str | Path, progress: Progress | None = None) -> Portable:
 
     try:
         with zipfile.ZipFile(path) as zf:
-            return _read(zf, progress, refuse)
+            return _read(SafeZip(zf, LIMITS, progress), refuse)
     except ImportRefused:
         raise
+    except ZipRefused as exc:
+        raise refuse(str(exc)) from None
     except (PermissionError, IsADirectoryError, FileNotFoundError) as exc:
         raise refuse(f"cannot be read ({exc.strerror or exc})") from None
     except ZIP_ERRORS as exc:
@@ -231,17 +235,11 @@ def read_bundle(path: str | Path, progress: Progress | None = None) -> Portable:
         raise refuse(f"not a readable Proctor bundle: a damaged or truncated zip ({why})") from None
 
 
-def _read(zf: zipfile.ZipFile, progress: Progress | None,
-          refuse: Callable[[str], ImportRefused]) -> Portable:
-    infos = [i for i in zf.infolist() if not (i.filename.endswith("/") and i.file_size == 0)]
-    _check_directory(infos, refuse)
-    names = {i.filename: i for i in infos}
+def _read(safe: SafeZip, refuse: Callable[[str], ImportRefused]) -> Portable:
+    names = {i.filename: i for i in safe.infos}
     if MANIFEST not in names:
         raise refuse("not a Proctor bundle: it holds no manifest.json")
-    total = sum(i.file_size for i in infos)
-    budget = _Budget(total, progress)
-    manifest = _manifest(_json(budget.read(zf, names.pop(MANIFEST), refuse), MANIFEST, refuse),
-                         refuse)
+    manifest = _manifest(_json(safe.read(names.pop(MANIFEST)), MANIFEST, refuse), refuse)
     members: dict[str, dict[str, Any]] = defaultdict(lambda: {"trials": {}, "events": {}})
     for name in names:
         match = _MEMBER.fullmatch(name)
@@ -256,67 +254,8 @@ def _read(zf: zipfile.ZipFile, progress: Progress | None,
     held = {h.batch: h for h in manifest.holds}
     if len(held) != len(manifest.holds) or set(held) != set(members):
         raise refuse(f"its manifest lists batches {sorted(held)} but it holds {sorted(members)}")
-    batches = [_batch(zf, batch, parts, held[batch], budget, refuse)
-               for batch, parts in members.items()]
+    batches = [_batch(safe, batch, parts, held[batch], refuse) for batch, parts in members.items()]
     return Portable(batches=batches)
-
-
-def _check_directory(infos: list[zipfile.ZipInfo], refuse: Callable[[str], ImportRefused]) -> None:
-    """Everything the zip's directory says, before anything is inflated."""
-    if len(infos) > MAX_MEMBERS:
-        raise refuse(f"it holds {len(infos):,} members, more than {MAX_MEMBERS:,}")
-    seen: set[str] = set()
-    total = 0
-    for info in infos:
-        name = info.filename
-        parts = name.replace("\\", "/").split("/")
-        if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
-            raise refuse(f"member path {name!r} is absolute")
-        if ".." in parts:
-            raise refuse(f"member path {name!r} climbs out of the bundle (..)")
-        if "\\" in name or "\0" in name or "" in parts or "." in parts:
-            raise refuse(f"member path {name!r} is not a plain relative path")
-        if name in seen:
-            raise refuse(f"member {name} appears twice")
-        seen.add(name)
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise refuse(f"member {name} is compressed with method {info.compress_type}; "
-                         "bundles use deflate")
-        _check_size(name, info.file_size, info.compress_size, refuse)
-        total += info.file_size
-        if total > MAX_TOTAL:
-            raise refuse(f"its members inflate to more than {MAX_TOTAL >> 20} MiB")
-
-
-def _check_size(name: str, size: int, packed: int, refuse: Callable[[str], ImportRefused]) -> None:
-    if size > MAX_MEMBER:
-        raise refuse(f"member {name} inflates to more than {MAX_MEMBER >> 20} MiB")
-    if size > RATIO_FLOOR and size > MAX_RATIO * max(packed, 1):
-        raise refuse(f"member {name} inflates more than {MAX_RATIO} times its packed size "
-                     "(a zip bomb?)")
-
-
-class _Budget:
-    """Inflates members, holding them to the limits by what is read, not what the directory
-    says."""
-
-    def __init__(self, total: int, progress: Progress | None) -> None:
-        self.total, self.done, self.progress = total, 0, progress
-
-    def read(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo,
-             refuse: Callable[[str], ImportRefused]) -> bytes:
-        chunks, size = [], 0
-        with zf.open(info) as f:
-            while chunk := f.read(_CHUNK):
-                size += len(chunk)
-                self.done += len(chunk)
-                _check_size(info.filename, size, info.compress_size, refuse)
-                if self.done > MAX_TOTAL:
-                    raise refuse(f"its members inflate to more than {MAX_TOTAL >> 20} MiB")
-                chunks.append(chunk)
-        if self.progress:
-            self.progress(min(self.done, self.total), self.total)
-        return b"".join(chunks)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -369,25 +308,25 @@ def _manifest(data: Any, refuse: Callable[[str], ImportRefused]) -> Manifest:
                      f"({_schema_error(exc)})") from None
 
 
-def _batch(zf: zipfile.ZipFile, batch_id: str, parts: dict[str, Any], holding: Holding,
-           budget: _Budget, refuse: Callable[[str], ImportRefused]) -> PortableBatch:
+def _batch(safe: SafeZip, batch_id: str, parts: dict[str, Any], holding: Holding,
+           refuse: Callable[[str], ImportRefused]) -> PortableBatch:
     if "batch" not in parts:
         raise refuse(f"batch {batch_id} has no member batches/{batch_id}/batch.json")
     name = parts["batch"]
-    member = _model(BatchMember, _json(budget.read(zf, zf.getinfo(name), refuse), name, refuse),
+    member = _model(BatchMember, _json(safe.read(safe.by_name[name]), name, refuse),
                     name, refuse)
     if member.id != batch_id:
         raise refuse(f"member {name} holds batch {member.id}, not {batch_id}")
     trials: list[TrialRecord] = []
     for trial_id, name in parts["trials"].items():
-        record = _model(TrialRecord, _json(budget.read(zf, zf.getinfo(name), refuse), name,
+        record = _model(TrialRecord, _json(safe.read(safe.by_name[name]), name,
                                            refuse), name, refuse)
         if record.id != trial_id:
             raise refuse(f"member {name} holds trial {record.id}, not {trial_id}")
         trials.append(record)
     events: dict[str, list[Event]] = {}
     for trial_id, name in parts["events"].items():
-        events[trial_id] = _events(budget.read(zf, zf.getinfo(name), refuse), name, refuse)
+        events[trial_id] = _events(safe.read(safe.by_name[name]), name, refuse)
     if (len(member.runs), len(trials)) != (holding.runs, holding.trials):
         raise refuse(f"its manifest says batch {batch_id} holds {holding.runs} runs and "
                      f"{holding.trials} trials, but it holds {len(member.runs)} and {len(trials)}")

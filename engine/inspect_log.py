@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import io
 import re
-import struct
 import zipfile
 import zlib
 from contextlib import contextmanager
@@ -39,6 +37,7 @@ from .models import (Failure, PhaseSpan, Timings, TrajectoryItem, TrialRecord, T
                      Usage, Validation)
 from .portable import Portable, PortableBatch, PortableRun
 from .redact import Redactor
+from .safezip import ZSTD, SafeZip, ZipLimits, ZipRefused, size_words
 
 Progress = Callable[[int, int], None]
 
@@ -64,9 +63,9 @@ ITEM_CHARS_MAX = 4 * limits.TRAJECTORY_CHARS
 TAGS_MAX = 100
 PROMPT_MAX = limits.EVIDENCE_VALUE
 
-_ZSTD = 93  # zip compression method of Zstandard, as Inspect writes it
-_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, _ZSTD)  # the ones Inspect writes
-_LOCAL_HEADER = struct.Struct("<4s22xHH")
+LIMITS = ZipLimits(member=MEMBER_MAX, total=TOTAL_MAX, members=MEMBERS_MAX, ratio=RATIO_MAX,
+                   methods=frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, ZSTD}),
+                   ratio_floor=RATIO_FLOOR)  # the methods Inspect writes
 _SAMPLE = re.compile(r"samples/[^/]+\.json")
 _ATTACHMENT = "attachment://"
 
@@ -263,7 +262,7 @@ def read_inspect(path: str | Path, *, threshold: float | None = None,
     try:
         with _no_cyclic_gc():
             return _read(path, DEFAULT_THRESHOLD if threshold is None else threshold, progress)
-    except _Refused as exc:
+    except (_Refused, ZipRefused) as exc:
         raise ImportRefused(f"{path}: {exc}") from None
     except msgspec.DecodeError as exc:  # syntax or shape, with where: "… - at `$.events[3]`"
         raise ImportRefused(f"{path}: not an Inspect AI log Proctor can read "
@@ -293,10 +292,6 @@ class _Refused(Exception):
     """What is wrong with the log, in words; read_inspect names the file."""
 
 
-def _mb(size: int) -> str:
-    return f"{size / 2**20:,.{0 if size >= 2**24 else 1}f} MB"
-
-
 def _one_line(text: str, limit: int = 300) -> str:
     return limits.quote(" ".join(text.split()), limit)
 
@@ -309,7 +304,7 @@ def _read(path: Path, threshold: float, progress: Progress | None) -> Portable:
         zipped = f.read(4) == b"PK\x03\x04"
     if not zipped:
         if path.stat().st_size > MEMBER_MAX:
-            raise _Refused(f"larger than {_mb(MEMBER_MAX)}, the most a log may hold")
+            raise _Refused(f"larger than {size_words(MEMBER_MAX)}, the most a log may hold")
         log = _decode(path.read_bytes(), _Log)
         _check_version(log.version)
         samples = log.samples or []
@@ -317,7 +312,7 @@ def _read(path: Path, threshold: float, progress: Progress | None) -> Portable:
             progress(1, 1)
         return _portable(path, log, iter(samples), threshold)
     with zipfile.ZipFile(path) as zf:
-        members = _Members(zf)
+        members = SafeZip(zf, LIMITS)
         header = members.get("header.json") or members.get("_journal/start.json")
         if header is None:
             raise _Refused("no header.json or _journal/start.json: not an Inspect AI log, "
@@ -363,7 +358,7 @@ def _as_null(match: re.Match[bytes]) -> bytes:
     return b"null" if match.group(1) else match.group(0)
 
 
-def _summaries(members: _Members) -> Iterator[_Sample]:
+def _summaries(members: SafeZip) -> Iterator[_Sample]:
     """The samples summaries.json (or, for an eval that never finished, the journal's
     summaries) names, as samples without messages or events: outcomes, usage and times."""
     final = members.get("summaries.json")
@@ -383,81 +378,6 @@ def _check_version(version: Any) -> None:
         known = " and ".join(str(v) for v in VERSIONS)
         raise _Refused(f"Inspect AI log version {_one_line(repr(version), 40)} is not one "
                        f"Proctor reads (it reads versions {known})")
-
-
-class _Members:
-    """A zip's members, checked before any is read: no name twice, none too large, none
-    compressed past RATIO_MAX; each read at most once its size is known to fit."""
-
-    def __init__(self, zf: zipfile.ZipFile):
-        self.zf = zf
-        self.infos = zf.infolist()
-        if len(self.infos) > MEMBERS_MAX:
-            raise _Refused(f"{len(self.infos):,} members, more than the {MEMBERS_MAX:,} "
-                           "a log may hold")
-        self.by_name: dict[str, zipfile.ZipInfo] = {}
-        for info in self.infos:
-            if info.filename in self.by_name:
-                raise _Refused(f"member {_one_line(info.filename, 200)} is in the zip twice")
-            self.by_name[info.filename] = info
-        self.read_bytes = 0
-
-    def get(self, name: str) -> zipfile.ZipInfo | None:
-        return self.by_name.get(name)
-
-    def read(self, info: zipfile.ZipInfo) -> bytes | bytearray:
-        name = _one_line(info.filename, 200)
-        size = info.file_size
-        if size > MEMBER_MAX:
-            raise _Refused(f"member {name} is {_mb(size)}, more than the {_mb(MEMBER_MAX)} "
-                           "a member may hold")
-        if size > RATIO_FLOOR and size > RATIO_MAX * max(info.compress_size, 1):
-            raise _Refused(f"member {name} is compressed {size // max(info.compress_size, 1):,} "
-                           f"to 1, past {RATIO_MAX:,} to 1: a zip bomb, or corrupt")
-        if info.compress_type not in _METHODS:
-            raise _Refused(f"member {name} is compressed by a method Inspect does not write "
-                           f"(method {info.compress_type}): corrupt")
-        if info.flag_bits & 0x1:
-            raise _Refused(f"member {name} is encrypted: Inspect does not write such logs")
-        self.read_bytes += size
-        if self.read_bytes > TOTAL_MAX:
-            raise _Refused(f"its members hold more than {_mb(TOTAL_MAX)}")
-        if info.compress_type != _ZSTD:
-            # zipfile stops at the declared size and checks the CRC: a lie about either fails.
-            with self.zf.open(info) as member:
-                return member.read(size)
-        return self._zstd(info, name)
-
-    def _zstd(self, info: zipfile.ZipInfo, name: str) -> bytearray:
-        f = self.zf.fp
-        assert f is not None
-        f.seek(info.header_offset)
-        header = f.read(_LOCAL_HEADER.size)
-        magic, name_len, extra_len = (_LOCAL_HEADER.unpack(header)
-                                      if len(header) == _LOCAL_HEADER.size else (b"", 0, 0))
-        if magic != b"PK\x03\x04":
-            raise _Refused(f"member {name} does not start where the zip says: corrupt or truncated")
-        f.seek(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
-        raw = f.read(info.compress_size)
-        if len(raw) != info.compress_size:
-            raise _Refused(f"member {name} is cut short: the log is truncated")
-        out = bytearray(info.file_size)
-        view = memoryview(out)
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw),
-                                                            read_across_frames=True)
-        got = 0
-        while got < len(out):
-            n = reader.readinto(view[got:])
-            if not n:
-                break
-            got += n
-        # Never more than the zip declared: a member that would grow past it is refused unread.
-        if got != len(out) or reader.read(1):
-            raise _Refused(f"member {name} does not hold the {info.file_size:,} bytes the zip "
-                           "declares: corrupt or truncated")
-        if zlib.crc32(out) != info.CRC:
-            raise _Refused(f"member {name} fails its CRC check: corrupt")
-        return out
 
 
 # --- the mapping ------------------------------------------------------------------------------
