@@ -106,6 +106,12 @@ class Images:
         else:
             dockerfile, context = _dockerfile_paths(spec)
             kwargs.update(path=str(context), dockerfile=str(dockerfile.relative_to(context)))
+        self.build(kwargs, log)
+
+    def build(self, kwargs: dict, log: Callable[[str], None]) -> None:
+        """Run one `docker build` with the API's `kwargs` (a `tag` among them); a failure is
+        `ImageBuildFailed` with one sentence. Also used by `node_cli` for its own contexts."""
+        tag = kwargs["tag"]
         last = ""
         try:
             for chunk in self.client.api.build(**kwargs):
