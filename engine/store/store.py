@@ -229,6 +229,18 @@ def _delete_batch_rows(conn: Connection, batch_ids: list[str]) -> int:
     return deleted
 
 
+def _delete_trial_rows(conn: Connection, trial_ids: list[str]) -> int:
+    """These trials and every row that names one of them; returns how many trials there were."""
+    deleted = 0
+    for start in range(0, len(trial_ids), _DELETE_CHUNK):
+        chunk = trial_ids[start:start + _DELETE_CHUNK]
+        for table in TABLES:  # every table that names a trial, a later one included
+            if "trial_id" in table.c:
+                conn.execute(delete(table).where(table.c.trial_id.in_(chunk)))
+        deleted += conn.execute(delete(TrialRow).where(TrialRow.id.in_(chunk))).rowcount
+    return deleted
+
+
 def _trial_summary(row: Any) -> TrialSummary:
     failure = None
     if row.failure_kind:
@@ -486,57 +498,45 @@ class Store:
         """Delete these batches (full ids) and every row of them: runs, trials (whose records
         hold the artifacts) and events, in one transaction. Returns how many batches were
         there; a running one is refused with a StoreError and nothing is deleted."""
-        ids = sorted(set(ids))
-        running: list[str] = []
-        deleted = 0
-
-        def write(conn: Connection) -> None:
-            nonlocal deleted
-            # Checked in the writer, so no batch starts running between the check and the delete.
-            running[:] = conn.execute(select(BatchRow.id).where(
-                BatchRow.id.in_(ids), BatchRow.status == "running")).scalars()
-            if running:
-                return  # not an error of the write: listeners would stop a running batch
-            deleted = _delete_batch_rows(conn, ids)
-
-        done = self._writer.submit(write) if ids else None
-        if ids and done is None:
-            raise StoreError(f"the store {self.path} is closed")
-        if done is not None:
-            done.result()
-        if running:
-            raise StoreError(f"batch {running[0]} is running: stop it (Ctrl-C its `proctor run`, "
-                             "or Stop in the studio) before deleting it")
-        return deleted
+        return self._delete(
+            ids, lambda conn, ids: list(conn.execute(select(BatchRow.id).where(
+                BatchRow.id.in_(ids), BatchRow.status == "running")).scalars()),
+            _delete_batch_rows,
+            lambda batch: f"batch {batch} is running: stop it (Ctrl-C its `proctor run`, "
+                          "or Stop in the studio) before deleting it")
 
     def delete_trials(self, ids: Collection[str]) -> int:
         """Delete these trials (full ids) with their events, in one transaction; their runs and
         batches stay. Returns how many were there; a trial not finished is refused with a
         StoreError and nothing is deleted."""
+        return self._delete(
+            ids, lambda conn, ids: list(conn.execute(select(TrialRow.id).where(
+                TrialRow.id.in_(ids), TrialRow.status != "done")).scalars()),
+            _delete_trial_rows,
+            lambda trial: f"trial {trial} has not finished: stop it before deleting it")
+
+    def _delete(self, ids: Collection[str], busy: Callable[[Connection, list[str]], list[str]],
+                remove: Callable[[Connection, list[str]], int], why: Callable[[str], str]) -> int:
+        """`remove(conn, ids)` in one transaction, unless `busy` names one still in use (checked
+        in the writer, so none starts between the check and the delete): then nothing."""
         ids = sorted(set(ids))
-        running: list[str] = []
+        if not ids:
+            return 0
+        in_use: list[str] = []
         deleted = 0
 
         def write(conn: Connection) -> None:
             nonlocal deleted
-            running[:] = conn.execute(select(TrialRow.id).where(
-                TrialRow.id.in_(ids), TrialRow.status != "done")).scalars()
-            if running:
-                return  # not an error of the write: listeners would stop a running batch
-            for start in range(0, len(ids), _DELETE_CHUNK):
-                chunk = ids[start:start + _DELETE_CHUNK]
-                for table in TABLES:  # every table that names a trial, a later one included
-                    if "trial_id" in table.c:
-                        conn.execute(delete(table).where(table.c.trial_id.in_(chunk)))
-                deleted += conn.execute(delete(TrialRow).where(TrialRow.id.in_(chunk))).rowcount
+            in_use[:] = busy(conn, ids)
+            if not in_use:  # else not an error of the write: listeners would stop a running batch
+                deleted = remove(conn, ids)
 
-        done = self._writer.submit(write) if ids else None
-        if ids and done is None:
+        done = self._writer.submit(write)
+        if done is None:
             raise StoreError(f"the store {self.path} is closed")
-        if done is not None:
-            done.result()
-        if running:
-            raise StoreError(f"trial {running[0]} has not finished: stop it before deleting it")
+        done.result()
+        if in_use:
+            raise StoreError(why(in_use[0]))
         return deleted
 
     def import_portable(self, portable: Portable) -> ImportReport:
