@@ -25,6 +25,7 @@ from .context import Context, TrialAborted, TrialRuntime
 from .errors import Void
 from .events import EventSink, TrialFinished, TrialStarted
 from .harness import HarnessFailed, make_harness
+from .harness.cli import cli_images, harness_packages, harness_secrets
 from .models import Failure, Outcome, PhaseSpan, TrialRecord, TurnRecord, Validation
 from .phases import workspace as workspace_phase
 from .phases.git_source import GitSources
@@ -37,6 +38,7 @@ from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
 from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
+from .sandbox.node_cli import CliInstallFailed
 from .sandbox.tree import Tree
 from .spec import Case
 from .cost import price_record
@@ -79,18 +81,21 @@ class Trial:
         self.case, self.config = plan.case, plan.config
         self.client, self.images, self.save = client, images, save
         self.host_env = dict(os.environ if host_env is None else host_env)
+        self.harness = make_harness(plan.variant)
+        # The harness's own (a CLI's provider key), then the case's, which win on a shared name.
+        self.secrets = {**harness_secrets(self.harness), **self.case.secrets}
         self.secret_values = {name: self.host_env.get(s.env or name, "")
-                              for name, s in self.case.secrets.items()}
+                              for name, s in self.secrets.items()}
         # What the sandbox sees instead of each secret; the gateway swaps the value in.
         self.placeholders = {name: f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
-                             for name in self.case.secrets}
-        self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values)
+                             for name in self.secrets}
+        self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values,
+                             self.secrets)
         record = plan.empty_record(host=host_name)
         redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
         # The trial starts now, its slot found: spans count from here, the wait lies before 0.
         self.recorder = Recorder(record, sink, redactor)
         self.queued_at = self.recorder.t0 if queued_at is None else min(queued_at, self.recorder.t0)
-        self.harness = make_harness(plan.variant)
         self.sandbox: Sandbox | None = None
         self.snapshot: Tree = Tree()  # names and hashes; contents in the sandbox's tree folder
         self.aborted = threading.Event()
@@ -191,6 +196,15 @@ class Trial:
             except (ImageBuildFailed, ImageMissing) as e:
                 phase.text = f"failed {describe(spec)}"
                 raise Void(str(e), "image") from None
+            packages = harness_packages(self.harness)
+            if packages:  # an agent CLI's harness: the case's image plus Node.js and the CLI
+                try:
+                    cli = cli_images(self.images).ensure(
+                        tag, packages, log=lambda line: rec.progress("image", line))
+                except (CliInstallFailed, ValueError) as e:
+                    phase.text = f"failed {', '.join(packages)} on {tag}"
+                    raise Void(str(e), "image") from None
+                tag, detail = cli.tag, f"{detail} · {', '.join(packages)} {cli.detail}"
             self.record.image = tag
             phase.detail, phase.text = detail, f"ready {tag} ({detail})"
         with rec.phase("container") as phase:
@@ -216,8 +230,8 @@ class Trial:
         with rec.phase("env") as phase:
             self.sandbox.env = self._environment()
             phase.text = plural(len(case.env), "variable")
-            if case.secrets:
-                phase.extras = [f"{len(case.secrets)} secrets as placeholders"]
+            if self.secrets:
+                phase.extras = [f"{len(self.secrets)} secrets as placeholders"]
         with rec.phase("workspace") as phase:
             phase.text = workspace_phase.place(self.sandbox, case.workspace, self.sources)
         with rec.phase("files") as phase:
@@ -241,7 +255,7 @@ class Trial:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,
                "PROCTOR_TRIAL_NUMBER": str(self.plan.trial), "PROCTOR_VARIANT": self.plan.variant.name,
                **self.egress.env, **self.case.env}
-        for name, secret in self.case.secrets.items():
+        for name, secret in self.secrets.items():
             if not self.secret_values[name]:
                 var = secret.env or name
                 raise Void(f"secret {name} is not set: export {var} on the host before running", "env")

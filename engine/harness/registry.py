@@ -24,6 +24,7 @@ GROUP = "proctor.harnesses"
 BUILT_IN: dict[str, str] = {
     "command": "engine.harness.command:CommandHarness",
     "mini": "engine.harness.mini:MiniHarness",
+    "claude-code": "engine.harness.claude_code:ClaudeCodeHarness",
 }
 
 

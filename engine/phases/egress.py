@@ -28,7 +28,7 @@ from ..sandbox.cleanup import gateway_folder
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from ..sandbox.gateway import BrokeredSecret, Gateway, GatewayError, GatewayHost, GatewaySpec
 from ..sandbox.relay import GATEWAY_DIR, SOCKET_NAME, RelayFailed, proxy_env, start_relay
-from ..spec import Case
+from ..spec import Case, Secret
 
 CA_FILE = f"{ENGINE_DIR}/gateway-ca.pem"
 CA_BUNDLE = f"{ENGINE_DIR}/ca-bundle.pem"
@@ -39,9 +39,12 @@ _BUNDLE = (f"for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-b
 
 class Egress:
     def __init__(self, host: GatewayHost, case: Case, config: Config,
-                 placeholders: dict[str, str], values: dict[str, str]):
+                 placeholders: dict[str, str], values: dict[str, str],
+                 secrets: dict[str, Secret] | None = None):
+        """`secrets`: the case's and its harness's (a CLI's key); the case's alone by default."""
         self.host, self.case, self.config = host, case, config
         self.placeholders, self.values = placeholders, values
+        self.secrets = case.secrets if secrets is None else secrets
         self.gateway: Gateway | None = None
         self.folder: Path | None = None
         self.volume: str | None = None
@@ -50,7 +53,7 @@ class Egress:
 
     @property
     def needed(self) -> bool:
-        return bool(self.case.allow or self.case.secrets)
+        return bool(self.case.allow or self.secrets)
 
     def start(self, client: docker.DockerClient, labels: dict[str, str]) -> list[Mount]:
         """Start the gateway; returns the mount the container needs (its socket's folder)."""
@@ -65,7 +68,7 @@ class Egress:
             allow=list(self.case.allow),
             secrets=[BrokeredSecret(name=name, placeholder=self.placeholders[name],
                                     value=self.values.get(name, ""), hosts=list(secret.hosts))
-                     for name, secret in self.case.secrets.items()],
+                     for name, secret in self.secrets.items()],
             resolve=dict(self.config.gateway.resolve),
             private=list(self.config.gateway.private),
             trust=[(base / t).resolve() for t in self.config.gateway.trust],
@@ -94,7 +97,7 @@ class Egress:
         sandbox.put_files({CA_FILE.lstrip("/"): self.gateway.ca_pem}, base="/")
         sandbox.exec(_BUNDLE, timeout=30, workdir="/")
         self.env = proxy_env(CA_BUNDLE, CA_FILE)
-        brokered = ", ".join(self.case.secrets) or "nothing"
+        brokered = ", ".join(self.secrets) or "nothing"
         return f"egress gateway started · brokers {brokered} · relay on {runtime}"
 
     def close(self) -> list[EgressEntry]:
