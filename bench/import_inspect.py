@@ -143,8 +143,9 @@ def child(python: str, script: str, *args: str, env: dict[str, str] | None = Non
 def inspect_version(log: Path) -> str:
     with zipfile.ZipFile(log) as zf:
         name = "header.json" if "header.json" in zf.namelist() else "_journal/start.json"
-        from engine.inspect_log import _Members  # the zstd members zipfile cannot open
-        header = json.loads(bytes(_Members(zf).read(zf.getinfo(name))))
+        from engine.inspect_log import LIMITS  # the zstd members zipfile cannot open
+        from engine.safezip import SafeZip
+        header = json.loads(bytes(SafeZip(zf, LIMITS).read(zf.getinfo(name))))
     return header["eval"]["packages"]["inspect_ai"]
 
 
