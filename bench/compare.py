@@ -335,7 +335,8 @@ def replay_once(app: QApplication, store: Store) -> dict[str, float]:
     took = time.perf_counter() - began if ended else float("inf")
     spin(0.1)  # a stall in the last tick (the record shown at the end) shows as the gap after it
     stall, stall_at = heart.stop()
-    items = trajectory.model.rowCount() - len(record.turns)
+    # Its items, not the turn headers nor the checks and verdicts that come in at the end.
+    items = trajectory.model.counts.total() - trajectory.model.counts["validation"]
     dispose(app, view)
     return {"open": opened, "replay": took, "stall": stall, "stall_at": stall_at, "events": len(events),
             "items": items}
