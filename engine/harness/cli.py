@@ -127,8 +127,8 @@ class CliHarness:
         self.session_id = result.session_id or self.session_id
         if result.finished_reason is None and not out.timed_out and out.exit_code != 0:
             # It ended without its final event: a crash or a refusal to start, not the agent's try.
-            last = out.stderr.strip().splitlines()[-1:] or out.stdout.strip().splitlines()[-1:]
-            why = f": {limits.quote(last[0], 200)}" if last else ""
+            last = self.last_words(out.stderr, out.stdout)
+            why = f": {limits.quote(last, 200)}" if last else ""
             result.finished_reason = failed(f"{self.name} exited {out.exit_code}{why}")
         return result.turn_output(out.exit_code, out.stderr)
 
@@ -139,6 +139,11 @@ class CliHarness:
 
     def parser(self, turn: int, on_item: OnItem) -> StreamParser:
         raise NotImplementedError
+
+    def last_words(self, stderr: str, stdout: str) -> str | None:
+        """The line that says why a CLI that crashed did: by default its last one."""
+        last = stderr.strip().splitlines()[-1:] or stdout.strip().splitlines()[-1:]
+        return last[0] if last else None
 
     def config_files(self) -> dict[str, bytes]:
         """Files written (absolute paths) before the first turn, e.g. the inline settings."""

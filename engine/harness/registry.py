@@ -25,6 +25,8 @@ BUILT_IN: dict[str, str] = {
     "command": "engine.harness.command:CommandHarness",
     "mini": "engine.harness.mini:MiniHarness",
     "claude-code": "engine.harness.claude_code:ClaudeCodeHarness",
+    "codex": "engine.harness.codex:CodexHarness",
+    "gemini-cli": "engine.harness.gemini_cli:GeminiCliHarness",
 }
 
 

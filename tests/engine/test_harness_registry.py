@@ -103,7 +103,7 @@ def test_an_unknown_harness_names_the_known_ones_at_its_own_line(tmp_path):
         command = "true"
     """)
     assert config_error(path) == (f"{path}:{line_of(path, 'harness', 2)}: "
-                                  "variants[1].harness must be 'command', 'mini' or 'claude-code', not 'codex-magic'")
+                                  "variants[1].harness must be 'command', 'mini', 'claude-code', 'codex' or 'gemini-cli', not 'codex-magic'")
 
 
 def test_an_option_of_another_harness_is_refused_naming_this_harness_options(tmp_path):
@@ -226,7 +226,7 @@ def plugin(tmp_path, monkeypatch):
 
 
 def test_a_registered_harness_is_listed_and_validates_its_own_options(plugin, tmp_path):
-    assert harness_names() == ["command", "mini", "claude-code", "checked", "gone", "optionless", "script"]
+    assert harness_names() == ["command", "mini", "claude-code", "codex", "gemini-cli", "checked", "gone", "optionless", "script"]
     assert harness_class("command") is CommandHarness
     path = write(tmp_path, """
         [[variants]]
@@ -243,7 +243,7 @@ def test_a_registered_harness_is_listed_and_validates_its_own_options(plugin, tm
                                   "option of the script harness (its options: script)")
     path = second(tmp_path, 'harness = "scrpt"')
     assert config_error(path) == (f"{path}:{line_of(path, 'harness', 2)}: variants[1].harness must be "
-                                  "'command', 'mini', 'claude-code', 'checked', 'gone', 'optionless' or 'script', not 'scrpt'")
+                                  "'command', 'mini', 'claude-code', 'codex', 'gemini-cli', 'checked', 'gone', 'optionless' or 'script', not 'scrpt'")
 
 
 @pytest.mark.parametrize(("name", "why"), [
