@@ -59,7 +59,7 @@ class ClaudeCodeHarness(CliHarness):
             argv += ["--max-turns", str(o.max_turns)]
         if o.settings:
             argv += ["--settings", SETTINGS_FILE]
-        if o.mcp_servers:  # only these: none from the workspace's .mcp.json or the user's config
+        if o.mcp:  # only these: none from the workspace's .mcp.json or the user's config
             argv += ["--mcp-config", MCP_FILE, "--strict-mcp-config"]
         if turn > 1:
             # Its own session when turn 1 said it; else the latest in this folder.
@@ -71,6 +71,6 @@ class ClaudeCodeHarness(CliHarness):
 
     def config_files(self) -> dict[str, bytes]:
         files = {SETTINGS_FILE: self.settings_json()} if self.options.settings else {}
-        if self.options.mcp_servers:
-            files[MCP_FILE] = json.dumps({"mcpServers": self.options.mcp_servers}, indent=2).encode()
+        if self.options.mcp:
+            files[MCP_FILE] = json.dumps({"mcpServers": self.options.mcp}, indent=2).encode()
         return files

@@ -61,7 +61,7 @@ class CliOptions(HarnessOptions):
     env: dict[EnvName, Argument] = Field(default_factory=dict)  # for the CLI's process
     settings: dict[str, Any] = Field(default_factory=dict)  # the CLI's settings file, inline
     # MCP servers by name, each as the CLI's own config writes one ({command, args, env} or {url}).
-    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    mcp: dict[str, dict[str, Any]] = Field(default_factory=dict)  # SPEC.md names it `mcp`
     # The host variable holding the provider key, brokered by the gateway; None: no key.
     api_key_env: EnvName | None = None
 

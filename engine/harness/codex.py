@@ -105,7 +105,7 @@ class CodexHarness(CliHarness):
         config: dict[str, Any] = {"model_provider": PROVIDER,
                                   f"model_providers.{PROVIDER}": provider}
         config |= {toml_key(k): v for k, v in merged(QUIET, o.settings).items()}
-        config |= {f"mcp_servers.{toml_key(k)}": v for k, v in o.mcp_servers.items()}
+        config |= {f"mcp_servers.{toml_key(k)}": v for k, v in o.mcp.items()}
         for key, value in config.items():
             argv += ["-c", f"{key}={toml_value(value)}"]
         argv += list(o.args)

@@ -80,8 +80,8 @@ class GeminiCliHarness(CliHarness):
         own = dict(BASE_SETTINGS)
         if o.max_turns is not None:
             own = merged(own, {"model": {"maxSessionTurns": o.max_turns}})
-        if o.mcp_servers:
-            own["mcpServers"] = dict(o.mcp_servers)
+        if o.mcp:
+            own["mcpServers"] = dict(o.mcp)
         return merged(own, o.settings)
 
     def config_files(self) -> dict[str, bytes]:

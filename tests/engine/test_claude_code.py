@@ -80,7 +80,7 @@ def test_options_go_on_the_command_line_and_the_settings_into_a_file():
 def test_mcp_servers_are_the_only_ones_the_cli_loads():
     servers = {"files": {"command": "npx", "args": ["-y", "some-mcp-server"]},
                "docs": {"type": "http", "url": "https://mcp.example.test/mcp"}}
-    h = harness(mcp_servers=servers)
+    h = harness(mcp=servers)
     assert h.command(1)[-3:] == ["--mcp-config", MCP_FILE, "--strict-mcp-config"]
     assert json.loads(h.config_files()[MCP_FILE]) == {"mcpServers": servers}
     assert "--mcp-config" not in harness().command(1)

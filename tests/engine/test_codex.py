@@ -103,7 +103,7 @@ def test_mcp_servers_are_config_tables():
     servers = {"files": {"command": "npx", "args": ["-y", "some-mcp-server"],
                          "env": {"A B": "1"}},
                "docs": {"url": "https://mcp.example.test/mcp"}}
-    argv = harness(mcp_servers=servers).command(1)
+    argv = harness(mcp=servers).command(1)
     pairs = [p for f, p in zip(argv, argv[1:]) if f == "-c" and p.startswith("mcp_servers.")]
     assert {p.split("=", 1)[0]: tomllib.loads("v = " + p.split("=", 1)[1])["v"]
             for p in pairs} == {f"mcp_servers.{k}": v for k, v in servers.items()}

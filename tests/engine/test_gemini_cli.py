@@ -61,7 +61,7 @@ def test_the_settings_file_has_the_key_auth_and_the_variants_settings_merged_in(
     assert base["general"]["enableAutoUpdate"] is False
     servers = {"files": {"command": "npx", "args": ["-y", "some-mcp-server"]}}
     mine = settings(harness(
-        max_turns=7, mcp_servers=servers,
+        max_turns=7, mcp=servers,
         settings={"security": {"folderTrust": {"enabled": False}},
                   "general": {"enableAutoUpdate": True}, "ui": {"theme": "ANSI"}}))
     # Tables merge key by key: the variant's keys win, the harness's others stay.

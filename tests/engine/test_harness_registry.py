@@ -317,3 +317,20 @@ def test_a_registered_harness_runs_a_trial_end_to_end(plugin, suite, run_eval):
     [harness_phase] = [p for p in record.phases if p.phase == "harness"]
     assert harness_phase.detail == "script harness · sh .agent/run.sh"
     assert [i.kind for i in record.trajectory] == ["fileChange", "message"]
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini-cli"])
+def test_the_cli_harnesses_take_the_keys_spec_names(name):
+    """SPEC.md: the CLI harnesses take version, model, max_turns, args, env, settings and mcp
+    (each harness documents which it uses); `mcp` was first written `mcp_servers`."""
+    from pydantic import ValidationError
+
+    from engine.harness.registry import harness_class
+
+    options = harness_class(name).Options
+    keys = dict(model="m", args=["--x"], env={"A": "1"}, settings={"k": "v"},
+                mcp={"docs": {"url": "https://mcp.example.com/mcp"}})
+    assert options.model_validate(keys).mcp == keys["mcp"]
+    assert {"version", "max_turns"} <= set(options.model_fields)
+    with pytest.raises(ValidationError):
+        options.model_validate(dict(mcp_servers=keys["mcp"]))
