@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -15,6 +14,9 @@ import pytest
 
 from engine.harness.claude_code import ClaudeCodeHarness
 from tests.conftest import BASE_IMAGE
+from tests.cli_harness import (
+    check_key_not_stored, check_resumed, check_two_turns, record_streams, save_streams,
+)
 from tests.standin import AnthropicStandIn, Say, Script, Shell
 
 REAL_KEY = "sk-ant-proctor-test-9f3c1e7a5b2d4c6e8f0a1b3c5d7e9f1a"
@@ -55,25 +57,14 @@ api_key_env = "PROCTOR_TEST_ANTHROPIC_KEY"
 @pytest.mark.slow
 def test_claude_code_runs_two_turns_through_the_gateway(suite, run_eval, store, monkeypatch, tmp_path):
     monkeypatch.setenv("PROCTOR_TEST_ANTHROPIC_KEY", REAL_KEY)
-    streams: dict[int, list[str]] = {}
-    parser = ClaudeCodeHarness.parser
-
-    def recording(self, turn, on_item):  # keeps each turn's real stdout, to save as a sample
-        inner = parser(self, turn, on_item)
-        feed = inner.feed
-        inner.feed = lambda line, at_ms=None: (streams.setdefault(turn, []).append(line),
-                                               feed(line, at_ms))[1]
-        return inner
-
-    monkeypatch.setattr(ClaudeCodeHarness, "parser", recording)
+    streams = record_streams(monkeypatch, ClaudeCodeHarness)  # each turn's real stdout, kept as a sample
     with AnthropicStandIn(tls=tmp_path / "tls") as api:
         path = suite(EVAL, toml=toml(api))
         summary, events, records = run_eval(path)
     [run] = summary.runs
     record = records[run.trials[0].id]
-    if os.environ.get("PROCTOR_SAVE_STREAMS"):  # refresh the recorded samples the parser tests read
-        for turn, lines in streams.items():
-            (STREAMS / f"claude_real_turn{turn}.jsonl").write_text("\n".join(lines) + "\n")
+    if os.environ.get("PROCTOR_SAVE_STREAMS"):
+        save_streams(streams, "claude")
     assert record.outcome == "pass", (record.failure, record.validations,
                                       [t.raw_output for t in record.turns])
 
@@ -83,39 +74,17 @@ def test_claude_code_runs_two_turns_through_the_gateway(suite, run_eval, store, 
     assert record.image.startswith("proctor-image:cli-")
     assert spans["harness"].detail == f"claude-code harness · 2.1.332 · model {MODEL}"
 
-    # Each turn: the command, the new file, the final message; usage and model recorded.
     first, second = record.turns
-    for turn, (command, name, said) in zip(
-            (first, second), [("echo standin-turn-1", "hello.txt", "I created hello.txt."),
-                              ("cat /workspace/hello.txt", "second.txt", "I created second.txt.")]):
-        items = [i for i in record.trajectory if i.turn == turn.index]
-        commands = [i for i in items if i.kind == "command"]
-        assert [c.command for c in commands] == [command]
-        assert commands[0].exit_code == 0
-        assert any(i.kind == "fileChange" and i.path == f"/workspace/{name}" and i.change == "add"
-                   for i in items), items
-        assert turn.final_message == said
-        assert turn.status == "completed" and turn.finished_reason == "done"
-        assert turn.model == MODEL
-        assert turn.usage is not None and turn.usage.output > 0 and turn.usage.cache_read > 0
-        assert name in turn.files_changed and f"+++ b/{name}" in turn.diff
-    assert "standin-turn-1" in [c for c in record.trajectory if c.kind == "command"][0].output
+    check_two_turns(record, MODEL)
 
     # Turn 2 resumed turn 1's session: its requests carried turn 1's conversation.
-    calls = api.calls()
-    later = [c for c in calls if "Now create second.txt." in c.text]
-    assert later and all("Run the command, then create hello.txt." in c.text
-                         and "I created hello.txt." in c.text for c in later)
+    check_resumed(api)
 
     # The real key reached the stand-in (from the gateway), never the sandbox or the store.
     assert api.keys() == {REAL_KEY}
     brokered = [e for e in record.egress if e.host == "api.anthropic.com"]
     assert brokered and all(e.brokered == ["ANTHROPIC_API_KEY"] for e in brokered if e.path.startswith("/v1/"))
-    store.flush()
-    raw = b"".join(p.read_bytes() for p in store.path.parent.glob(store.path.name + "*"))
-    with sqlite3.connect(store.path) as db:
-        raw += "".join(str(r) for r in db.execute("select record from trial")).encode()
-    assert REAL_KEY.encode() not in raw and REAL_KEY[8:24].encode() not in raw
+    check_key_not_stored(store, REAL_KEY)
     print(f"image {spans['image'].detail}; turns {first.ms} ms, {second.ms} ms; egress "
           + ", ".join(f"{e.method} {e.host}{e.path} {e.status}" for e in record.egress))
 

@@ -6,13 +6,15 @@ Its key is brokered: the sandbox holds a placeholder, the stand-in receives the 
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from engine.harness.gemini_cli import GeminiCliHarness
 from tests.conftest import BASE_IMAGE
+from tests.cli_harness import (
+    check_key_not_stored, check_resumed, check_two_turns, record_streams, save_streams,
+)
 from tests.standin import GeminiStandIn, two_turns
 
 REAL_KEY = "AIzaProctorTest-3b7e1c9a5d2f4e6a8c0b1d3f5a7c9e1b"
@@ -55,25 +57,14 @@ api_key_env = "PROCTOR_TEST_GEMINI_KEY"
 @pytest.mark.slow
 def test_gemini_cli_runs_two_turns_through_the_gateway(suite, run_eval, store, monkeypatch, tmp_path):
     monkeypatch.setenv("PROCTOR_TEST_GEMINI_KEY", REAL_KEY)
-    streams: dict[int, list[str]] = {}
-    parser = GeminiCliHarness.parser
-
-    def recording(self, turn, on_item):  # keeps each turn's real stdout, to save as a sample
-        inner = parser(self, turn, on_item)
-        feed = inner.feed
-        inner.feed = lambda line, at_ms=None: (streams.setdefault(turn, []).append(line),
-                                               feed(line, at_ms))[1]
-        return inner
-
-    monkeypatch.setattr(GeminiCliHarness, "parser", recording)
+    streams = record_streams(monkeypatch, GeminiCliHarness)  # each turn's real stdout, kept as a sample
     with GeminiStandIn(two_turns(), tls=tmp_path / "tls") as api:
         path = suite(EVAL, toml=toml(api))
         summary, events, records = run_eval(path)
     [run] = summary.runs
     record = records[run.trials[0].id]
-    if os.environ.get("PROCTOR_SAVE_STREAMS"):  # refresh the recorded samples the parser tests read
-        for turn, lines in streams.items():
-            (STREAMS / f"gemini_real_turn{turn}.jsonl").write_text("\n".join(lines) + "\n")
+    if os.environ.get("PROCTOR_SAVE_STREAMS"):
+        save_streams(streams, "gemini")
     assert record.outcome == "pass", (record.failure, record.validations,
                                       [t.raw_output for t in record.turns])
 
@@ -83,28 +74,12 @@ def test_gemini_cli_runs_two_turns_through_the_gateway(suite, run_eval, store, m
     assert record.image.startswith("proctor-image:cli-")
     assert spans["harness"].detail == f"gemini-cli harness · 0.61.0 · model {MODEL}"
 
-    # Each turn: the command, the new file, the final message; usage and model recorded.
     first, second = record.turns
-    for turn, (command, name, said) in zip(
-            (first, second), [("echo standin-turn-1", "hello.txt", "I created hello.txt."),
-                              ("cat /workspace/hello.txt", "second.txt", "I created second.txt.")]):
-        items = [i for i in record.trajectory if i.turn == turn.index]
-        commands = [i for i in items if i.kind == "command"]
-        assert [c.command for c in commands] == [command]
-        assert any(i.kind == "fileChange" and i.path == f"/workspace/{name}" for i in items), items
-        assert turn.final_message == said
-        assert turn.status == "completed" and turn.finished_reason == "done"
-        assert "Security Warning" not in turn.raw_output  # it read the harness's settings
-        assert turn.model == MODEL
-        assert turn.usage is not None and turn.usage.output > 0 and turn.usage.cache_read > 0
-        assert name in turn.files_changed and f"+++ b/{name}" in turn.diff
-    assert "standin-turn-1" in [c for c in record.trajectory if c.kind == "command"][0].output
+    check_two_turns(record, MODEL, exact=False)
+    assert all("Security Warning" not in t.raw_output for t in record.turns)  # it read the harness's settings
 
     # Turn 2 resumed turn 1's session: its requests carried turn 1's conversation.
-    calls = api.calls()
-    later = [c for c in calls if "Now create second.txt." in c.text]
-    assert later and all("Run the command, then create hello.txt." in c.text
-                         and "I created hello.txt." in c.text for c in later)
+    calls = check_resumed(api)
 
     # The eval's rules went to GEMINI.md, which the CLI gave the model as context.
     assert all(RULE in c.text for c in calls if api.is_scripted(c))
@@ -115,11 +90,7 @@ def test_gemini_cli_runs_two_turns_through_the_gateway(suite, run_eval, store, m
     brokered = [e for e in record.egress if e.host == HOST]
     assert brokered and all(e.brokered == ["GEMINI_API_KEY"] for e in brokered
                             if e.path.startswith("/v1"))
-    store.flush()
-    raw = b"".join(p.read_bytes() for p in store.path.parent.glob(store.path.name + "*"))
-    with sqlite3.connect(store.path) as db:
-        raw += "".join(str(r) for r in db.execute("select record from trial")).encode()
-    assert REAL_KEY.encode() not in raw and REAL_KEY[8:24].encode() not in raw
+    check_key_not_stored(store, REAL_KEY)
     print(f"image {spans['image'].detail}; turns {first.ms} ms, {second.ms} ms; egress "
           + ", ".join(f"{e.method} {e.host}{e.path} {e.status}" for e in record.egress))
 
