@@ -4,7 +4,6 @@ stream parser on the real Codex 0.171.0 streams that test recorded."""
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from engine.harness.codex import CodexHarness, toml_value
 from engine.harness.registry import harness_class
 from engine.harness.streams.codex import CodexStream
 from engine.models import Usage
-from engine.sandbox.container import ExecOutput
-from engine.sandbox.node_cli import VERSIONS_FILE
 from engine.spec import Secret
+from tests.engine.test_claude_code import FakeSandbox
 
 STREAMS = Path(__file__).parent.parent / "data" / "streams"
 THREAD = "01a22f38-c800-7a50-9421-c981f04f11a1"
@@ -34,30 +32,6 @@ BASE = ["codex", "exec", "--json", "--skip-git-repo-check", "--color", "never",
 
 def harness(**options) -> CodexHarness:
     return CodexHarness(CodexHarness.Options(**options))
-
-
-class FakeSandbox:
-    """Plays back a CLI's stdout lines and exit code for each exec; records what was run."""
-
-    def __init__(self, runs: list[tuple[list[str], int, str]], versions: dict | None = None):
-        self.runs, self.versions = list(runs), versions
-        self.files: dict[str, bytes] = {}
-        self.commands: list[tuple[str, dict]] = []
-
-    def put_files(self, files: dict[str, bytes], base: str = "/workspace") -> None:
-        self.files.update({f"{base.rstrip('/')}/{k}": v for k, v in files.items()})
-
-    def read_file(self, path: str, limit: int = 0) -> bytes:
-        if path != VERSIONS_FILE or self.versions is None:
-            raise FileNotFoundError(path)
-        return json.dumps(self.versions).encode()
-
-    def exec(self, command: str, **kw) -> ExecOutput:
-        self.commands.append((command, kw))
-        lines, code, stderr = self.runs.pop(0)
-        for line in lines:
-            kw["on_stdout_line"](line)
-        return ExecOutput(code, "\n".join(lines), stderr, 5)
 
 
 def real(turn: int) -> list[str]:
