@@ -231,11 +231,26 @@ def _assignment(keyword: bytes, rest: bytes, example: bytes) -> _Rule:
 
 # "password", "Password", "PASSWORD" and the others, each its own rule: a rule that starts with
 # a character class ([Pp]) makes re try every "p" of a text, five times slower.
-_PASSWORDS = tuple(
-    _assignment(written(keyword), rest, example)
-    for keyword, rest, example in ((b"pass", rb"w(?:or)?d|phrase", b"word"), (b"pwd", b"", b""),
-                                   (b"secret", b"", b""))
-    for written in (bytes.lower, bytes.capitalize, bytes.upper)
+_KEYWORD = rb"(?i:pass(?:w(?:or)?d|phrase)|pwd|secret)"
+# A flag's next word: `mysql --password hunter2`, `--client-secret "two words"`. Up to four
+# words before the keyword (`--db-admin-password`), each bounded, so a failed try is bounded;
+# a value starting with "-" is the next flag (`--password-stdin -u bob`).
+_FLAG = _Rule(
+    (rb"--(?:[A-Za-z0-9]+[_\-])*" + _KEYWORD + rb"(?:[_\-][A-Za-z0-9_\-]*)?[ \t]+[\"']?"
+     rb"[^\t\n\v\f\r \"'`,;&|<>(){}\[\]\\\x1b$%=:#*/~.\-]",),
+    b"--password abcd",
+    re.compile(rb"(--(?:[A-Za-z0-9]{1,32}+[_\-]){0,4}?" + _KEYWORD
+               + rb"(?:[_\-][A-Za-z0-9_\-]{0,64}+)?[ \t]{1,16}+[\"']?)("
+               + rb'(?<=")(?:' + _quoted(_IN_QUOTES[b'"'], b'"') + rb")"
+               + rb"|(?<=')(?:" + _quoted(_IN_QUOTES[b"'"], b"'") + rb")"
+               + rb"|(?!-)" + _WORD_VALUE + rb"(?![(\[]))"),
+    len(b"--pwd a"), masked=2, tails=_ASSIGNED_TAILS)
+_PASSWORDS = (
+    *(_assignment(written(keyword), rest, example)
+      for keyword, rest, example in ((b"pass", rb"w(?:or)?d|phrase", b"word"), (b"pwd", b"", b""),
+                                     (b"secret", b"", b""))
+      for written in (bytes.lower, bytes.capitalize, bytes.upper)),
+    _FLAG,
 )
 
 _PEM = _Rule((rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----",), b"-----BEGIN PRIVATE KEY-----",

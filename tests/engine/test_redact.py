@@ -385,7 +385,8 @@ def test_redaction_time_is_linear_on_adversarial_input(head, start, rest):
 # Each froze the engine: "-eyJ" for 37 s at 512 KiB (the issue), a PEM header that never ends
 # quadratically in its length, a file of "password" repeated in capture's check.
 PATHOLOGICAL = ["-eyJ", "_eyJ", "-eyJa", "PRIVATE KEY ", "-----BEGIN PRIVATE KEY-----", "://a:", "://:@",
-                "Bearer ", "bearer ", "sk-", "password", "password=", "pwd=a(", '"secret": "', "eyJ.eyJ"]
+                "Bearer ", "bearer ", "sk-", "password", "password=", "pwd=a(", '"secret": "', "eyJ.eyJ",
+                "--password ", "--password a", "--secret '"]
 
 
 @pytest.mark.parametrize("unit", PATHOLOGICAL)
@@ -730,6 +731,45 @@ def test_coloured_short_and_encoded_password_assignments_lose_their_value(text, 
 def test_empty_numbers_and_prose_stay_readable(text):
     assert redact(text) == text
     assert not holds_password_assignment(text)
+
+
+# --- a password given as a command-line flag's next word ------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("mysql -u root --password hunter2 -e 'select 1'", f"mysql -u root --password {MARK} -e 'select 1'"),
+    ("psql --pwd Xy7pq9Zz", f"psql --pwd {MARK}"),
+    ('tool --secret "two words" --verbose', f'tool --secret "{MARK}" --verbose'),
+    ("vault write --client-secret s3cr3t-v4lue", f"vault write --client-secret {MARK}"),
+    ("cli --PASSWORD  'q7'\n", f"cli --PASSWORD  '{MARK}'\n"),
+    ("login --passphrase\tcorrect-horse", f"login --passphrase\t{MARK}"),
+])
+def test_a_password_flag_loses_its_value(text, expected):
+    assert redact(text) == expected
+    assert holds_password_assignment(text)
+    assert not holds_password_assignment(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "docker login --password-stdin -u bob < token.txt",
+    "mysql --password -u root",
+    "--password PASSWORD   the database password",
+    "tool --secret-file /run/secrets/db",
+    "tool --secret $DB_SECRET",
+    "--password <value>",
+    "--password=[redacted]",
+    "--password",
+])
+def test_flags_without_a_value_stay_readable(text):
+    assert redact(text) == text
+    assert not holds_password_assignment(text)
+
+
+def test_a_password_flag_cut_between_windows_is_still_redacted():
+    for at in range(WINDOW - 20, WINDOW + 2):
+        text = "x" * (at - len("--password ")) + "--password hunter2hunter2 next"
+        out = Redactor().text(text)
+        assert "hunter" not in out and out.endswith(f"--password {MARK} next"), at
 
 
 def test_a_coloured_assignment_cut_between_windows_is_still_redacted():
