@@ -9,8 +9,9 @@ survives a cut. What is replaced:
    base64url (at each of the three alignments), in hex and reversed;
 2. the static patterns: prefixed API keys, JSON web tokens (and anything that
    starts like one), PEM private key blocks, the token after `Bearer`, the
-   password in a URL, and the value of a password assignment
-   (`password=…`, `"secret": "…"`, `passwd: …`).
+   password in a URL, the value of a password assignment (`password=…`,
+   `"secret": "…"`, `passwd: …`) and a password flag's next word
+   (`--password hunter2`, `--client-secret "…"`).
 
 Each run of overlapping or touching matches becomes one `MARK`.
 
