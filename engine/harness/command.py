@@ -25,13 +25,13 @@ from ..models import TrajectoryItem, Usage
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from . import OnItem, TurnOutput
 from .registry import HarnessOptions
+from .streams import StreamParser
 
 ITEM_TYPES = {"message", "command", "toolCall", "fileChange"}
 USAGE_FIELDS = {"input": "input", "output": "output", "cacheRead": "cache_read",
                 "cacheWrite": "cache_write", "reasoning": "reasoning"}
 EXIT_CODE_RANGE = (-(2**31), 2**31 - 1)
 AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last time a record can write
-NOTES_KEPT = 10  # usage warnings kept per turn, in its raw output
 
 
 def _shown(value: Any) -> str:
@@ -172,57 +172,28 @@ def parse_line(line: str, turn: int, notes: list[str] | None = None
     return TrajectoryItem(**common, **item, truncated=fields.cut, warnings=fields.warnings)
 
 
-class TurnReader:
-    """One turn's stdout, line by line, into a TurnOutput. Everything it keeps is bounded:
-    at most ITEMS_PER_TURN items (and the last message), RAW_READ characters of raw output."""
+class CommandStream(StreamParser):
+    """One turn's stdout in the command protocol. What every agent's stream keeps bounded
+    (items past ITEMS_PER_TURN, the last message, raw output, notes) StreamParser keeps."""
 
-    def __init__(self, turn: int, on_item: OnItem):
-        self.turn, self.on_item = turn, on_item
-        self.result = TurnOutput()
-        self.raw: list[str] = []
-        self.raw_chars = 0
-        self.raw_dropped = 0
-        self.notes: list[str] = []
-        self.last_message: TrajectoryItem | None = None
-
-    def line(self, line: str) -> None:
+    def feed(self, line: str, at_ms: int | float | None = None) -> None:
         parsed = None
         if line.lstrip().startswith("{"):  # the rest is raw output: millions of lines go fast
+            notes: list[str] = []
             try:
-                parsed = parse_line(line, self.turn, self.notes)
+                parsed = parse_line(line, self.turn, notes)
             except Exception:  # a line the parser cannot read is the agent's output, never a crash
                 parsed = None
+            for note in notes:
+                self.note(note)
         if parsed is None:
-            if self.raw_chars < limits.RAW_READ:
-                kept, _ = limits.read_cut(line, limits.RAW_READ - self.raw_chars)
-                self.raw.append(kept)
-                self.raw_chars += len(kept) + 1
-            else:
-                self.raw_dropped += 1
+            self.keep_raw(line)
         elif isinstance(parsed, TrajectoryItem):
-            if len(self.result.items) < limits.ITEMS_PER_TURN:
-                self.result.items.append(parsed)
-            elif parsed.kind == "message":
-                self.last_message = parsed  # so the final message is still the last one
-            self.on_item(parsed)  # the recorder keeps what fits and counts the rest
+            self.emit(parsed)  # the recorder keeps what fits and counts the rest
         elif isinstance(parsed, Usage):
             self.result.usage = self.result.usage.add(parsed)
-            del self.notes[NOTES_KEPT:]
         else:
             self.result.finished_reason = parsed[1]
-
-    def output(self, exit_code: int | None, stderr: str) -> TurnOutput:
-        result = self.result
-        if self.last_message is not None:
-            result.items.append(self.last_message)
-        lines = [f"[proctor] {note}" for note in self.notes] + self.raw
-        if self.raw_dropped:
-            lines.append(f"… [{self.raw_dropped:,} more lines of raw output dropped]")
-        # Cut before redaction, so generously: RAW_READ is four times what is stored.
-        stderr, _ = limits.read_cut(stderr, limits.RAW_READ)
-        result.exit_code = exit_code
-        result.raw_output = "\n".join(lines) + (("\n" + stderr) if stderr else "")
-        return result
 
 
 class CommandHarness:
@@ -241,8 +212,8 @@ class CommandHarness:
                  on_item: OnItem) -> TurnOutput:
         prompt_path = f"{ENGINE_DIR}/prompt-{turn}.txt"
         sandbox.put_files({prompt_path.lstrip("/"): prompt.encode()}, base="/")
-        reader = TurnReader(turn, on_item)
+        stream = CommandStream(turn, on_item)
         out = sandbox.exec(self.command, timeout=timeout, stdin_path=prompt_path,
                            env={"PROCTOR_PROMPT": prompt, "PROCTOR_TURN": str(turn)},
-                           on_stdout_line=reader.line, user="agent")
-        return reader.output(out.exit_code, out.stderr)
+                           on_stdout_line=stream.feed, user="agent")
+        return stream.finish().turn_output(out.exit_code, out.stderr)

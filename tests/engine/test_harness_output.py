@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import limits
-from engine.harness.command import CommandHarness, TurnReader, parse_line
+from engine.harness.command import CommandHarness, CommandStream, parse_line
 from engine.models import TrajectoryItem, TrialRecord, Usage
 from engine.recorder import Recorder
 from engine.redact import MARK, Redactor
@@ -417,9 +417,9 @@ def test_output_cut_while_reading_is_marked_for_redaction():
     text = collector.text()
     assert text.count("x") == 2_000_000
     assert text.endswith("[truncated 1,000,000 bytes while reading]")
-    reader = TurnReader(1, lambda item: None)
-    reader.line("y" * 100_000)
-    out = reader.output(0, "q" * 100_000).raw_output
+    reader = CommandStream(1)
+    reader.feed("y" * 100_000)
+    out = reader.finish().turn_output(0, "q" * 100_000).raw_output
     assert out.count("y") == out.count("q") == limits.RAW_READ
     assert out.count("chars while reading]") == 2
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from engine import limits
 from engine.events import PhaseEnded, PhaseProgress
-from engine.harness.command import TurnReader, parse_line
+from engine.harness.command import CommandStream, parse_line
 from engine.sandbox.output import OUTPUT_KEEP, OutputCollector
 
 HEADER = "from pathlib import Path\nfrom engine import evaluation, git\n"
@@ -181,10 +181,10 @@ def reason_text(text: str) -> str:
 
 
 def raw_output(stdout: str = "", stderr: str = "") -> str:
-    reader = TurnReader(1, lambda item: None)
+    reader = CommandStream(1)
     for line in stdout.split("\n"):
-        reader.line(line)
-    return reader.output(0, stderr).raw_output
+        reader.feed(line)
+    return reader.finish().turn_output(0, stderr).raw_output
 
 
 def check_output(text: str) -> str:
