@@ -10,14 +10,13 @@ prompt, every raw response, the provider's metadata and the parsed judgment.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from typing import Any
 
 import httpx
 
-from . import limits
+from . import keys, limits
 from .config import JudgeConfig
 from .models import Validation
 from .redact import Redactor
@@ -98,9 +97,10 @@ def ask_judge(config: JudgeConfig | None, criterion: str, threshold: float,
     if config is None:
         evidence["error"] = "no [judge] section in proctor.toml: add base_url and model"
         return validation
-    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+    key = (keys.get(config.api_key_env) or "") if config.api_key_env else ""
     if config.api_key_env and not key:
-        evidence["error"] = f"the judge's key variable {config.api_key_env} is not set"
+        evidence["error"] = (f"the judge's key variable {config.api_key_env} is not set "
+                             "(nor saved in the system keyring)")
         return validation
     # limits.redact: a final message cut while reading must not hand the judge half a key.
     prompt = limits.redact(redactor or Redactor(), build_prompt(criterion, state))

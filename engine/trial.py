@@ -19,7 +19,7 @@ from typing import Callable
 import docker
 from docker.errors import DockerException
 
-from . import limits
+from . import keys, limits
 from .config import Config, Variant
 from .context import Context, TrialAborted, TrialRuntime
 from .errors import Void
@@ -84,7 +84,8 @@ class Trial:
         self.harness = make_harness(plan.variant)
         # The harness's own (a CLI's provider key), then the case's, which win on a shared name.
         self.secrets = {**harness_secrets(self.harness), **self.case.secrets}
-        self.secret_values = {name: self.host_env.get(s.env or name, "")
+        # From the host environment, else the system keyring (engine.keys).
+        self.secret_values = {name: keys.get(s.env or name, self.host_env) or ""
                               for name, s in self.secrets.items()}
         # What the sandbox sees instead of each secret; the gateway swaps the value in.
         self.placeholders = {name: f"proctor-placeholder-{name}-{random_tokens.token_hex(8)}"
@@ -92,7 +93,11 @@ class Trial:
         self.egress = Egress(gateways, self.case, self.config, self.placeholders, self.secret_values,
                              self.secrets)
         record = plan.empty_record(host=host_name)
-        redactor = Redactor(secrets=[v for v in self.secret_values.values() if v], host_env=self.host_env)
+        # The keys used on the host (the judge's, the mini harness's) are redacted too, from the
+        # keyring as well: the environment's are already among host_env's secrets.
+        host_keys = [keys.from_keyring(n) for n in self._host_key_names() if not self.host_env.get(n)]
+        redactor = Redactor(secrets=[v for v in [*self.secret_values.values(), *host_keys] if v],
+                            host_env=self.host_env)
         # The trial starts now, its slot found: spans count from here, the wait lies before 0.
         self.recorder = Recorder(record, sink, redactor)
         self.queued_at = self.recorder.t0 if queued_at is None else min(queued_at, self.recorder.t0)
@@ -105,6 +110,12 @@ class Trial:
         self.limit_reason: str | None = None  # a sandbox limit ended the trial
         self.body_started = False
         self.timeout_s = self.case.timeout or self.config.defaults.timeout
+
+    def _host_key_names(self) -> list[str]:
+        """The variables naming the keys the engine itself sends: the judge's and the harness's."""
+        judge = self.config.judge.api_key_env if self.config.judge else None
+        harness = getattr(getattr(self.harness, "options", None), "api_key_env", None)
+        return [n for n in (judge, harness) if isinstance(n, str) and n]
 
     @property
     def started_at(self) -> str:
@@ -258,7 +269,8 @@ class Trial:
         for name, secret in self.secrets.items():
             if not self.secret_values[name]:
                 var = secret.env or name
-                raise Void(f"secret {name} is not set: export {var} on the host before running", "env")
+                raise Void(f"secret {name} is not set: export {var} on the host, or save it in the "
+                           "system keyring (the studio's Settings) before running", "env")
             # The real value never enters the sandbox; the gateway swaps it in on the way out.
             env[name] = self.placeholders[name]
         return env

@@ -31,17 +31,20 @@ from PySide6.QtWidgets import (
 )
 
 from engine.batch import BatchPlan
+from engine.doctor import Diagnosis, diagnose
 from engine.events import Event
 from engine.replay import replay_events
 from engine.models import TrialRecord
 from engine.sandbox.client import DockerUnavailable
 from engine.spec import EvalFileError
-from engine.store import Store, StoreError, default_store_path
+from engine.store import Store, StoreError
 from engine.store.browse import TrialSpans, batch_spans, locate, pass_and_fail
 from engine.text import plural
 
 from . import theme
+from .assets import asset
 from .bridge import EngineBridge
+from .identity import set_desktop_identity
 from .cli import SCREENSHOT_SIZE, At, add_arguments, parse_at
 from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
@@ -49,6 +52,7 @@ from .off_gui import STORE_WAIT_S, OffGuiThread, wait_for_writer
 from .pages.compare import ComparePage
 from .pages.overview import OverviewPage
 from .pages.replay import ReplayPage
+from .settings import StudioSettings, store_location
 from .transfer import EXPORT_FILTER, IMPORT_FILTER, Imported, Transfers, importable_files
 from .views.browser import BrowserPanel
 from .views.diff import DiffView
@@ -56,10 +60,12 @@ from .views.egress import EgressView
 from .views.evidence import EvidenceView
 from .views.header import TrialHeader
 from .views.run import RunDialog, default_eval_path
+from .views.settings_dialog import open_settings
 from .views.source import SourceView
 from .views.status import DockerStatus
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
+from .views.welcome import DEMO_BUNDLE, WelcomePanel, demo_plan
 
 STORE_STATUS_MS = 5000
 MESSAGE_MS = 10_000  # how long a sentence in the status bar stays (an import's, an export's)
@@ -122,6 +128,11 @@ TABS: tuple[Tab, ...] = (
 )
 
 
+def _diagnose_here() -> Diagnosis:
+    """Docker's state for the demo suite; its fix runs the packaging/docker-up shipped here."""
+    return diagnose(docker_up=str(asset("packaging/docker-up")))
+
+
 class MainWindow(QMainWindow):
     def __init__(self, store: Store, settings: QSettings | None = None, watch_docker: bool = True):
         super().__init__()
@@ -179,7 +190,11 @@ class MainWindow(QMainWindow):
         self._sizes_before_compare: list[int] | None = None
         self.replay_page = ReplayPage()
         self.pages = QStackedWidget()
-        for page in (self.normal_page, self.compare_page, self.replay_page):
+        # An empty store opens on the welcome panel (the demo records, the demo suite, Docker's state).
+        self.welcome = WelcomePanel(diagnose=_diagnose_here)
+        self.welcome.open_demo.connect(self.open_demo_records)
+        self.welcome.run_demo.connect(self.run_demo_suite)
+        for page in (self.normal_page, self.compare_page, self.replay_page, self.welcome):
             self.pages.addWidget(page)
         self.compare_page.back.connect(self.show_tabs)
         self.replay_page.back.connect(self.show_tabs)
@@ -217,6 +232,11 @@ class MainWindow(QMainWindow):
                                      timeout=self._refresh_batch)
         # Another process (a CLI run) writes to the store too: the browser's poll notices.
         self.browser.model.refreshed.connect(lambda _before, _after: self._batch_moved())
+        self.browser.model.refreshed.connect(lambda _before, _after: self._leave_welcome())
+        self.docker_status.changed.connect(lambda _text, ok: self._docker_moved(ok))
+        if self.browser.model.rowCount() == 0 and not self.browser.model.filter.active:
+            self.pages.setCurrentWidget(self.welcome)
+            self.welcome.check()
         self._restore()
         # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
         # window: out of the collector's sight, a full collection no longer walks it all and
@@ -257,6 +277,12 @@ class MainWindow(QMainWindow):
             toolTip="Write the selected trials, run or batch into one bundle file")
         menu.addAction(self.import_action)
         menu.addAction(self.export_action)
+        self.settings_action = QAction(
+            "Settings…", self, shortcut=QKeySequence("Ctrl+,"), menuRole=QAction.MenuRole.PreferencesRole,
+            triggered=lambda: open_settings(self),
+            toolTip="Store location, Docker hosts, judge, concurrency, theme and API keys")
+        menu.addSeparator()
+        menu.addAction(self.settings_action)
 
     def _build_status(self, watch_docker: bool) -> None:
         status = QStatusBar()
@@ -646,7 +672,8 @@ class MainWindow(QMainWindow):
     # --- actions -------------------------------------------------------------------------
 
     def show_run_dialog(self) -> None:
-        dialog = RunDialog(self, self.settings.value("last_eval", "") or default_eval_path())
+        dialog = RunDialog(self, self.settings.value("last_eval", "") or default_eval_path(),
+                           settings=StudioSettings.load(self.settings))
         if dialog.exec() != RunDialog.DialogCode.Accepted or dialog.plan is None:
             return
         self.settings.setValue("last_eval", dialog.path.text())
@@ -671,6 +698,31 @@ class MainWindow(QMainWindow):
         # The plan's rows, so the browser can show the batch at once; waited for off the GUI thread.
         self.off_gui.run(lambda: self.store.flush(timeout=STORE_WAIT_S), planned)
         return batch_id
+
+    # --- first run -------------------------------------------------------------------------
+
+    def _leave_welcome(self) -> None:
+        """A batch exists now (imported, started, or another process ran one): its tabs instead."""
+        if self.pages.currentWidget() is self.welcome and self.browser.model.rowCount() > 0:
+            self.show_tabs()
+
+    def _docker_moved(self, ok: bool) -> None:
+        if self.pages.currentWidget() is self.welcome:
+            self.welcome.docker_moved(ok)
+
+    def open_demo_records(self) -> None:
+        """The shipped demo bundle, imported as any bundle is; the browser then selects its batch."""
+        if not self.transfers.import_files([asset(DEMO_BUNDLE)]):
+            self.statusBar().showMessage(BUSY, MESSAGE_MS)
+
+    def run_demo_suite(self) -> None:
+        """examples/demo on the embedded engine, as the Run dialog would start it."""
+        try:
+            plan = demo_plan()
+        except EvalFileError as e:
+            self.show_error(f"Could not read the demo suite: {e}")
+            return
+        self.start_batch(plan)
 
     # --- import and export ------------------------------------------------------------------
 
@@ -849,16 +901,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.screenshot and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # Qt aborts on a missing X library and blames xcb-cursor: name them all (as root, install).
+    from . import xcb
+    if xcb.check(install=True) != 0:
+        return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Proctor")
-    path = args.store or default_store_path()
+    set_desktop_identity(app)  # the taskbar's and Alt-Tab's icon, tied to proctor.desktop
+    chosen = StudioSettings.load(QSettings("Proctor", "studio"))  # the Settings dialog's
+    # A screenshot is the same picture on every machine: light unless --theme says otherwise.
+    theme.apply(args.theme or ("light" if args.screenshot else chosen.theme), app)
+    path, chosen_by = store_location(args.store, chosen)  # --store, $PROCTOR_STORE, Settings, default
     try:
         store = Store(path)
     except StoreError as e:
         if args.screenshot:
             print(f"proctor: {e}", file=sys.stderr)
             return 2
-        window: QMainWindow = ErrorWindow(str(e))
+        hint = (" It is the store location in Settings: start once with --store FILE, then change it"
+                " in File → Settings…" if chosen_by == "Settings" else "")
+        window: QMainWindow = ErrorWindow(f"{e}{hint}")
         window.show()
         return app.exec()
     settings = QSettings("Proctor", "studio")

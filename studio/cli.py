@@ -13,10 +13,13 @@ from pathlib import Path
 # `proctor --help` builds this parser, and the CLI must not import Qt to do it.
 TABS = ["overview", "timeline", "trajectory", "diff", "evidence", "egress", "source"]
 VIEWS = ["browser", *TABS, "compare", "replay"]
+THEMES = ["light", "dark", "system"]  # studio/theme.py's CHOICES again, without Qt
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", type=Path, help="the SQLite store (default: $PROCTOR_STORE or the user data folder)")
+    parser.add_argument("--store", type=Path,
+                        help="the SQLite store (default: $PROCTOR_STORE, else the store location in Settings, "
+                             "else the user data folder)")
     parser.add_argument("--open", dest="open_id", metavar="ID",
                         help="select a batch or trial by id (two trial ids ID1,ID2: --view compare)")
     parser.add_argument("--view", choices=VIEWS, help="the view to show")
@@ -24,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --view replay: where the replay stands, a fraction (0.5) or a time (3s, 1500ms);"
                              " default the end")
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="render the window off screen to this PNG and exit")
+    parser.add_argument("--theme", choices=THEMES,
+                        help="light, dark, or as the desktop says (default: the choice in Settings; "
+                             "light for a screenshot)")
     parser.add_argument("--size", type=parse_size, metavar="WxH",
                         help=f"the window's size, in pixels (a screenshot's default {SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
 

@@ -11,7 +11,6 @@ model calls.
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field
 
-from .. import limits
+from .. import keys, limits
 from ..config import HttpUrl
 from ..errors import Void
 from ..options import EnvName, Filled
@@ -80,10 +79,10 @@ class MiniHarness:
         o = self.options
         # Void here, before the first turn: without its key the agent never had a try.
         if o.api_key_env:
-            key = os.environ.get(o.api_key_env, "")
+            key = keys.get(o.api_key_env)
             if not key:
                 raise Void(f"the mini harness's key variable {o.api_key_env} is not set: "
-                           "export it on the host before running", "harness")
+                           "export it on the host or save it in the studio's Settings", "harness")
             self.headers = {"Authorization": f"Bearer {key}"}
         self.messages = [{"role": "system", "content": SYSTEM + _rules(sandbox)}]
         return f"{o.model} at {urlsplit(o.base_url).netloc or o.base_url}"

@@ -239,12 +239,13 @@ def _tally(counts: Counts) -> str:
     return " ".join(f"{g}{n}" for g, n in parts if n) or "no trials yet"
 
 
-_icons: dict[str | None, QIcon] = {}
+_icons: dict[tuple[str | None, str], QIcon] = {}  # by outcome and colour: a theme switch draws anew
 
 
 def outcome_icon(outcome: str | None) -> QIcon:
     """The outcome's glyph drawn in its colour: the colour never stands alone."""
-    if outcome not in _icons:
+    key = (outcome, theme.OUTCOME_COLOUR[outcome])
+    if key not in _icons:
         pixmap = QPixmap(16, 16)
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
@@ -256,8 +257,8 @@ def outcome_icon(outcome: str | None) -> QIcon:
         painter.drawText(QRect(0, 0, 16, 16), Qt.AlignmentFlag.AlignCenter,
                          theme.OUTCOME_GLYPH[outcome])
         painter.end()
-        _icons[outcome] = QIcon(pixmap)
-    return _icons[outcome]
+        _icons[key] = QIcon(pixmap)
+    return _icons[key]
 
 
 class BrowserModel(QAbstractItemModel):

@@ -25,18 +25,24 @@ from studio.widgets import (
     table_item, tag, wrapped,
 )
 
-# (Timings field, label, colour): the phase groups' hues, so the bar reads like the timeline.
+# (Timings field, label, phase group): the groups' hues, so the bar reads like the timeline.
+# Colours are looked up when drawn, so a theme switch (studio/theme.py) reaches them.
 TIMING_PARTS = [
-    ("slot_ms", "slot wait", GROUP_COLOUR["wait"]),
-    ("setup_ms", "setup", GROUP_COLOUR["prep"]),
-    ("agent_ms", "agent", GROUP_COLOUR["agent"]),
-    ("diff_ms", "diff", QColor(GROUP_COLOUR["agent"]).lighter(145).name()),
-    ("checks_ms", "checks", GROUP_COLOUR["check"]),
-    ("judge_ms", "judge", GROUP_COLOUR["judge"]),
-    ("teardown_ms", "teardown", GROUP_COLOUR["end"]),
+    ("slot_ms", "slot wait", "wait"),
+    ("setup_ms", "setup", "prep"),
+    ("agent_ms", "agent", "agent"),
+    ("diff_ms", "diff", "diff"),
+    ("checks_ms", "checks", "check"),
+    ("judge_ms", "judge", "judge"),
+    ("teardown_ms", "teardown", "end"),
 ]
-_PHASE_STATUS_COLOUR = {"failed": VALIDATION_COLOUR["failed"],
-                        "skipped": VALIDATION_COLOUR["skipped"]}
+
+
+def _part_colour(group: str) -> str:
+    """A timing part's colour in the current theme; the diff is the agent's, lighter."""
+    if group == "diff":
+        return QColor(GROUP_COLOUR["agent"]).lighter(145).name()
+    return GROUP_COLOUR[group]
 
 
 def fmt_time(iso: str | None) -> str:
@@ -253,7 +259,7 @@ class OverviewView(QWidget):
     def _timings(self, record: TrialRecord) -> QFrame:
         frame, body = _section("Time")
         timings = record.timings.model_dump()
-        parts = [(label, int(timings.get(key, 0)), colour) for key, label, colour in TIMING_PARTS
+        parts = [(label, int(timings.get(key, 0)), _part_colour(group)) for key, label, group in TIMING_PARTS
                  if key != "slot_ms" or timings.get("slot_ms")]
         self.timing_bar = TimingBar()
         self.timing_bar.set_parts(parts)
@@ -311,7 +317,7 @@ class OverviewView(QWidget):
             name.setIcon(swatch)
             table.setItem(r, 0, name)
             colour = (amber_text() if s.status in ("error", "aborted")
-                      else _PHASE_STATUS_COLOUR.get(s.status))
+                      else VALIDATION_COLOUR.get(s.status) if s.status in ("failed", "skipped") else None)
             table.setItem(r, 1, table_item(s.status, colour=colour))
             table.setItem(r, 2, table_item(fmt_ms(s.start_ms), align_right=True))
             table.setItem(r, 3, table_item(fmt_ms(s.end_ms - s.start_ms), align_right=True))

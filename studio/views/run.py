@@ -21,6 +21,7 @@ from engine.batch import BatchPlan
 from engine.config import Config, Variant, find_config, load_config
 from engine.spec import MAX_CONCURRENCY, MAX_TRIALS, Case, EvalFileError, find_eval_files, load_cases
 from engine.text import plural
+from studio.settings import StudioSettings
 from studio.widgets import MUTED
 
 # Why trials stop at MAX_TRIALS (the engine's and `proctor run --trials`' own cap).
@@ -30,8 +31,10 @@ NAME = Qt.ItemDataRole.UserRole
 
 
 class RunDialog(QDialog):
-    def __init__(self, parent: QWidget | None = None, path: str = ""):
+    def __init__(self, parent: QWidget | None = None, path: str = "", settings: StudioSettings | None = None):
         super().__init__(parent)
+        # Settings' defaults: concurrency, and [[hosts]] and [judge] where proctor.toml has none.
+        self.settings = settings or StudioSettings()
         self.setWindowTitle("Run an eval file")
         self.setMinimumWidth(560)
         self.plan: BatchPlan | None = None
@@ -172,8 +175,9 @@ class RunDialog(QDialog):
             self._file_trials = 0
             self.trials_note.setText("as the eval file says, or one number for all")
         self.trials.setValue(self._file_trials)
-        self.concurrency.setValue(config.defaults.concurrency)
-        self.concurrency_note.setText(said("concurrency", config.defaults.concurrency))
+        concurrency, why = self.settings.concurrency_for(config)
+        self.concurrency.setValue(concurrency)
+        self.concurrency_note.setText(why)
 
     # --- what is chosen -------------------------------------------------------------------
 
@@ -209,9 +213,15 @@ class RunDialog(QDialog):
         def some(n: int, total: int, noun: str) -> str:
             return plural(n, noun) if n == total else f"{n:,} of {plural(total, noun)}"
 
+        from_settings = []  # what Settings fill in because proctor.toml says nothing of it
+        if not self._config.hosts and self.settings.docker_hosts:
+            from_settings.append(f"{plural(len(self.settings.docker_hosts), 'Docker host')} from Settings")
+        if self._config.judge is None and self.settings.judge() is not None:
+            from_settings.append(f"judge {self.settings.judge_model} from Settings")
         self.summary.setText(" · ".join([some(len(cases), len(self._cases), "case"),
                                          some(len(variants), self.variants.count(), "variant"),
-                                         plural(len(cases) * len(variants), "run"), plural(trials, "trial")]))
+                                         plural(len(cases) * len(variants), "run"), plural(trials, "trial"),
+                                         *from_settings]))
         self.run_button.setEnabled(bool(cases and variants))
 
     def _accept(self) -> None:
@@ -235,7 +245,7 @@ class RunDialog(QDialog):
             concurrency = self.concurrency.value()
             self.plan = BatchPlan(
                 cases=[c for c in cases if c.id in names], variants=config.select_variants(variants),
-                config=config, trials=self._trials_override(),
+                config=self.settings.defaults_for(config), trials=self._trials_override(),
                 concurrency=None if concurrency == config.defaults.concurrency else concurrency,
                 trigger="studio")
         except EvalFileError as e:

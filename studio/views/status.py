@@ -8,9 +8,11 @@ import threading
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel
 
+from engine.doctor import diagnose
 from engine.sandbox.client import connect
 from engine.text import plural
 from studio import theme
+from studio.assets import asset
 
 DOCKER_POLL_S = 5.0
 
@@ -20,6 +22,7 @@ class DockerStatus(QLabel):
 
     def __init__(self, watch: bool = True) -> None:
         super().__init__("○ Docker: checking…")
+        self.setMinimumWidth(1)  # a long sentence gives way (whole in the tooltip), never widens the window
         self.changed.connect(self._show)
         self._stop = threading.Event()
         if watch:
@@ -29,6 +32,9 @@ class DockerStatus(QLabel):
 
     @staticmethod
     def check() -> tuple[str, bool]:
+        found = diagnose(docker_up=str(asset("packaging/docker-up")))  # the welcome panel's words
+        if found.state in ("no_daemon", "no_permission"):
+            return f"○ {found.message}", False
         try:
             client = connect(timeout=5)  # the daemon a run would use, Proctor's own included
             version = client.version().get("Version", "?")
@@ -47,6 +53,7 @@ class DockerStatus(QLabel):
 
     def _show(self, text: str, ok: bool) -> None:
         self.setText(text)
+        self.setToolTip(text)
         self.setStyleSheet("" if ok else f"color: {theme.OUTCOME_COLOUR['fail']};")
 
     def stop(self) -> None:

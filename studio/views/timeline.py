@@ -55,9 +55,13 @@ OUTCOME_WORD = {"infra_error": "void", None: "running"}
 # The density picture's colours: the phase groups, then a failed span in the fail colour;
 # per key its red, green, blue, its weight (a slot wait counts less than work) and a count.
 DENSITY_KEYS = [*GROUP_COLOUR, "fail"]
-_DENSITY_CHANNELS = np.array(
-    [(*QColor(GROUP_COLOUR.get(key, OUTCOME_COLOUR["fail"])).getRgb()[:3],
-      WAIT_WEIGHT if key == "wait" else 1.0, 1.0) for key in DENSITY_KEYS], dtype=np.float64)
+
+
+def _density_channels() -> np.ndarray:
+    """The channels in the current theme's colours (studio/theme.py swaps them light or dark)."""
+    return np.array(
+        [(*QColor(GROUP_COLOUR.get(key, OUTCOME_COLOUR["fail"])).getRgb()[:3],
+          WAIT_WEIGHT if key == "wait" else 1.0, 1.0) for key in DENSITY_KEYS], dtype=np.float64)
 
 Rows = list[tuple[str, list[Span]]]
 
@@ -612,7 +616,7 @@ class TimelineView(QWidget):
         starts = row_bin * (width + 1) + b0[inside]
         ends = row_bin * (width + 1) + b1[inside]
         at = np.concatenate([starts, ends])
-        channels = _DENSITY_CHANNELS[keys[inside]]  # r, g, b, weight, 1 per span
+        channels = _density_channels()[keys[inside]]  # r, g, b, weight, 1 per span
         size = bins * (width + 1)
         sums = np.stack([np.bincount(at, np.concatenate([c, -c]), minlength=size) for c in channels.T])
         sums = np.cumsum(sums.reshape(5, bins, width + 1), axis=2)[:, :, :width]
