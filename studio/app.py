@@ -45,7 +45,7 @@ from . import theme
 from .assets import asset
 from .bridge import EngineBridge
 from .identity import set_desktop_identity
-from .cli import SCREENSHOT_SIZE, At, add_arguments, parse_at
+from .cli import SCREENSHOT_SIZE, At, parse_at
 from .models.browser import KindRole, TrialIdRole
 from .models.live import LiveTrials
 from .off_gui import STORE_WAIT_S, OffGuiThread, wait_for_writer
@@ -899,12 +899,6 @@ def run(args: argparse.Namespace) -> int:
     if error := _arguments_error(args.open_id, args.view, args.at):
         print(f"proctor: {error}", file=sys.stderr)
         return 2
-    if args.screenshot and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    # Qt aborts on a missing X library and blames xcb-cursor: name them all (as root, install).
-    from . import xcb
-    if xcb.check(install=True) != 0:
-        return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Proctor")
     set_desktop_identity(app)  # the taskbar's and Alt-Tab's icon, tied to proctor.desktop
@@ -978,14 +972,3 @@ def _screenshot(app: QApplication, window: MainWindow, path: Path, size: tuple[i
         return 2
     print(path)
     return 0
-
-
-def main() -> int:
-    """`proctor-studio`: the launcher a desktop entry starts."""
-    parser = argparse.ArgumentParser(prog="proctor-studio")
-    add_arguments(parser)
-    return run(parser.parse_args())
-
-
-if __name__ == "__main__":
-    sys.exit(main())

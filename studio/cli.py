@@ -4,6 +4,7 @@ entry point, so the engine never imports the studio (or Qt)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -79,11 +80,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_run)
 
 
+def main() -> int:
+    """`proctor-studio`, what the desktop entry starts: the same as `proctor studio`."""
+    parser = argparse.ArgumentParser(prog="proctor-studio")
+    add_arguments(parser)
+    return _run(parser.parse_args())
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.screenshot and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # Before Qt is imported: a missing X or GL library makes Qt abort (or its import fail), and
+    # Qt's own message blames xcb-cursor alone. Named all, with their packages (as root, installed).
+    from . import xcb
+    if xcb.check(install=True) != 0:
+        return 2
     try:
         from .app import run
-    except ImportError as e:  # the studio's extra is not installed
+    except ModuleNotFoundError as e:  # the studio's extra is not installed
         print(f"proctor: the studio needs PySide6 and pyqtgraph ({e}): pip install 'proctor[studio]'",
               file=sys.stderr)
         return 2
+    except ImportError as e:  # Qt is there but a system library it loads is not (libGL, offscreen)
+        print(f"proctor: Qt could not load a system library: {e}", file=sys.stderr)
+        return 2
     return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -144,7 +144,7 @@ def xvfb() -> Iterator[Xvfb]:
     server.stop()
 
 
-STUDIO = ("import sys; from studio.app import main; sys.argv[1:] = ['--store', '/tmp/s.db']; "
+STUDIO = ("import sys; from studio.cli import main; sys.argv[1:] = ['--store', '/tmp/s.db']; "
           "sys.exit(main())")
 WINDOW = ("from PySide6.QtWidgets import QApplication, QLabel; app = QApplication([]); "
           "label = QLabel('Proctor'); label.show(); app.processEvents(); "
@@ -188,6 +188,12 @@ def test_minimal_bookworm_names_the_libraries_and_root_installs_them(docker_clie
 
         code, status = container.exec_run(["cat", "/var/lib/dpkg/status"])
         _local_repository(status, packages, tmp_path)
+
+        # Not even Qt's Gui libraries (libGL): the studio's command still lists them all and exits
+        # 2, where importing Qt failed before the check could run.
+        code, said = run("python3", "-c", STUDIO)
+        assert code == 2 and "Traceback" not in said, said
+        assert "(Debian package libgl1)" in said and "(Debian package libxcb-icccm4)" in said
 
         # A desktop that has Qt's Gui libraries but not the xcb extras: the studio stops with
         # the list and exit 2, where Qt would abort blaming xcb-cursor alone.
