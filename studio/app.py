@@ -232,11 +232,9 @@ class MainWindow(QMainWindow):
                                      timeout=self._refresh_batch)
         # Another process (a CLI run) writes to the store too: the browser's poll notices.
         self.browser.model.refreshed.connect(lambda _before, _after: self._batch_moved())
-        self.browser.model.refreshed.connect(lambda _before, _after: self._leave_welcome())
+        self.browser.model.refreshed.connect(lambda _before, _after: self._follow_store())
         self.docker_status.changed.connect(lambda _text, ok: self._docker_moved(ok))
-        if self.browser.model.rowCount() == 0 and not self.browser.model.filter.active:
-            self.pages.setCurrentWidget(self.welcome)
-            self.welcome.check()
+        self._follow_store()
         self._restore()
         # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
         # window: out of the collector's sight, a full collection no longer walks it all and
@@ -701,10 +699,15 @@ class MainWindow(QMainWindow):
 
     # --- first run -------------------------------------------------------------------------
 
-    def _leave_welcome(self) -> None:
-        """A batch exists now (imported, started, or another process ran one): its tabs instead."""
-        if self.pages.currentWidget() is self.welcome and self.browser.model.rowCount() > 0:
+    def _follow_store(self) -> None:
+        """The welcome panel while the store holds no batch; once one exists (imported, started,
+        or another process ran one), its tabs; and the panel again once every batch is deleted."""
+        empty = self.browser.model.rowCount() == 0 and not self.browser.model.filter.active
+        if not empty and self.pages.currentWidget() is self.welcome:
             self.show_tabs()
+        elif empty and self.pages.currentWidget() is self.normal_page:
+            self.pages.setCurrentWidget(self.welcome)
+            self.welcome.check()
 
     def _docker_moved(self, ok: bool) -> None:
         if self.pages.currentWidget() is self.welcome:

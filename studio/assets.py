@@ -10,6 +10,7 @@ which one they run from.
 
 from __future__ import annotations
 
+import site
 import sys
 from functools import cache
 from pathlib import Path
@@ -25,6 +26,7 @@ def root() -> Path:
         Path(getattr(sys, "_MEIPASS", here)),  # the one-folder build
         here,  # a checkout (editable install or PYTHONPATH)
         Path(sys.prefix) / "share" / "proctor",  # a wheel (pipx, uv tool, a venv)
+        Path(site.getuserbase()) / "share" / "proctor",  # a wheel by `pip install --user`
     ]
     for candidate in candidates:
         if (candidate / _MARKER).is_file():

@@ -9,8 +9,6 @@ they are changed here.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
@@ -21,6 +19,7 @@ from engine.batch import BatchPlan
 from engine.config import Config, Variant, find_config, load_config
 from engine.spec import MAX_CONCURRENCY, MAX_TRIALS, Case, EvalFileError, find_eval_files, load_cases
 from engine.text import plural
+from studio.assets import asset
 from studio.settings import StudioSettings
 from studio.widgets import MUTED
 
@@ -274,6 +273,10 @@ def _beside(spin: QSpinBox, note: QLabel) -> QHBoxLayout:
 
 
 def default_eval_path() -> str:
-    """The demo suite next to a source checkout, so the first Run has something to run."""
-    demo = Path(__file__).resolve().parents[2] / "examples" / "demo"
+    """The demo suite shipped beside the code (a checkout, a wheel, the one-folder build), so
+    the first Run has something to run."""
+    try:
+        demo = asset("examples/demo")
+    except FileNotFoundError:
+        return ""
     return str(demo) if demo.is_dir() else ""

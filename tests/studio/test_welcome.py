@@ -225,6 +225,18 @@ def test_a_store_with_batches_shows_no_welcome(make_window, tmp_path):
     assert window.pages.currentWidget() is window.normal_page
 
 
+def test_the_panel_comes_back_once_every_batch_is_deleted(make_window, tmp_path, qtbot):
+    path = asset(DEMO_BUNDLE)
+    with Store(tmp_path / "demo.db") as store:
+        add(store, path, prepared(path))
+    window = make_window(tmp_path / "demo.db")
+    assert window.pages.currentWidget() is window.normal_page
+    window.store.delete_batches([demo_batch_id()])
+    window.store.flush()
+    window.browser.model.refresh()
+    qtbot.waitUntil(lambda: window.pages.currentWidget() is window.welcome, timeout=10_000)
+
+
 @pytest.mark.slow
 def test_run_the_demo_suite_runs_it_in_docker(docker_client, make_window, tmp_path, qtbot):
     window = make_window(tmp_path / "empty.db")
