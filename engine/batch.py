@@ -9,7 +9,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import docker
@@ -51,6 +51,7 @@ class BatchPlan:
     trials: int | None = None          # overrides each case's trials
     concurrency: int | None = None     # overrides [defaults] concurrency
     trigger: str = "api"
+    retry_void: int = 0                # void trials run again up to this many times (never scored ones)
 
 
 @dataclass
@@ -291,15 +292,14 @@ class Engine:
         queued_at = time.monotonic()  # waiting for a slot starts now, for every trial
         sources = GitSources()  # each git source is fetched once, for every trial of the batch
 
-        def run_one(trial_plan: TrialPlan) -> None:
+        def run_one(trial_plan: TrialPlan) -> str | None:
+            """Run one trial; its outcome."""
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
-                self._skip(trial_plan, emit)
-                return
+                return self._skip(trial_plan, emit)
             try:
                 host = hosts.acquire(handle.cancelled)
             except NoLiveHost as e:
-                self._skip(trial_plan, emit, void=str(e))
-                return
+                return self._skip(trial_plan, emit, void=str(e))
             trial = Trial(trial_plan, host.client, host.images, emit, self._save, self.gateways,
                           queued_at=queued_at, host_name=host.name, sources=sources)
             with handle.lock:
@@ -314,6 +314,7 @@ class Engine:
                 with handle.lock:
                     handle.running.pop(trial_plan.trial_id, None)
                 hosts.release(host, failed=record is None or record.outcome == "infra_error")
+            return record.outcome
 
         status = "finished"
         try:
@@ -326,8 +327,14 @@ class Engine:
                 raise
             concurrency = plan.concurrency or hosts.slots
             with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="trial") as pool:
-                for future in [pool.submit(run_one, p) for p in handle.plans]:
-                    future.result()
+                todo = list(handle.plans)
+                for retry in range(plan.retry_void + 1):
+                    if retry:  # the void ones again, each a new record of the same trial number
+                        todo = [self._again(p, handle) for p in todo]
+                    outcomes = [f.result() for f in [pool.submit(run_one, p) for p in todo]]
+                    todo = [p for p, outcome in zip(todo, outcomes) if outcome == "infra_error"]
+                    if not todo or handle.cancelled.is_set() or handle.failed:
+                        break
         finally:
             heartbeat.set()
             self.store.remove_error_listener(store_failed)
@@ -362,7 +369,15 @@ class Engine:
         """Save a trial's record and return once it is committed, so "saved" is said only then."""
         self.store.save_trial(record).result()
 
-    def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None], void: str | None = None) -> None:
+    def _again(self, void: TrialPlan, handle: BatchHandle) -> TrialPlan:
+        """A void trial's next attempt (`--retry-void`): stored now, queued like the others."""
+        again = replace(void, trial_id=new_id("t"), attempt=void.attempt + 1)
+        self.store.create_trial(again.empty_record(), self.owner)
+        with handle.lock:
+            handle.plans.append(again)
+        return again
+
+    def _skip(self, trial_plan: TrialPlan, emit: Callable[[Event], None], void: str | None = None) -> str:
         """A trial that never started: skipped, or void when no host was left to run it."""
         record = trial_plan.empty_record()
         record.outcome = "infra_error" if void else "skipped"
@@ -372,3 +387,4 @@ class Engine:
         emit(TrialFinished(batch_id=trial_plan.batch_id, trial_id=trial_plan.trial_id,
                            case_id=trial_plan.case.id, variant=trial_plan.variant.name,
                            trial=trial_plan.trial, outcome=record.outcome, failure=record.failure))
+        return record.outcome

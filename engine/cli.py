@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .batch import BatchPlan, Engine, detect_trigger
 from .config import find_config, load_config
-from .events import Event, PhaseEnded, PhaseProgress, TrialFinished
+from .events import Event, PhaseEnded, PhaseProgress, TrialFinished, TrialStarted
 from .models import BatchSummary
 from .replay import delays, replay_events
 from .text import fmt_ms, plural
@@ -33,6 +33,7 @@ from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batch
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 OUTCOMES = ("pass", "fail", "infra_error", "skipped", RUNNING)  # RUNNING: no outcome yet
 LS_LIMIT = 20  # batches `ls` lists unless told
+MAX_RETRY_VOID = 10  # a trial void ten times over has a cause no retry fixes
 GLYPH = {"pass": "✓", "fail": "✗", "infra_error": "○", "skipped": "–"}
 
 
@@ -85,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"trials per run, at most {MAX_TRIALS:,} (overrides the eval file)")
     run.add_argument("--concurrency", type=_whole(MAX_CONCURRENCY),
                      help=f"trials running at once, at most {MAX_CONCURRENCY:,}")
+    run.add_argument("--retry-void", type=_whole(MAX_RETRY_VOID, least=0), default=0, metavar="N",
+                     help="run a void trial (infra_error) again, up to N times, as a new attempt of the "
+                          "same trial; scored trials are never run again")
     run.add_argument("-v", "--verbose", action="store_true", help="print every phase as it happens")
     run.add_argument("--json", action="store_true", help="print the batch as JSON when it ends")
     run.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
@@ -141,8 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _whole(most: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from 1 to `most`, its mistake said in one line."""
+def _whole(most: int | None = None, least: int = 1) -> Callable[[str], int]:
+    """An argparse type: a whole number from `least` to `most`, its mistake said in one line."""
     def parse(text: str) -> int:
         if not re.fullmatch(r"\s*\+?[0-9]+\s*", text):
             raise argparse.ArgumentTypeError(f"{shown(text)} is not a whole number")
@@ -150,8 +154,8 @@ def _whole(most: int | None = None) -> Callable[[str], int]:
             value = int(text)
         except ValueError:  # more digits than int() reads (4,300): past any bound
             value = sys.maxsize
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be at least 1, not {shown(text)}")
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {shown(text)}")
         if most is not None and value > most:
             raise argparse.ArgumentTypeError(f"must be at most {most:,}, not {shown(text)}")
         return value
@@ -187,7 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = load_cases(files, args.cases)
     variants = config.select_variants(args.variants)
     plan = BatchPlan(cases=cases, variants=variants, config=config, trials=args.trials,
-                     concurrency=args.concurrency, trigger=detect_trigger("cli"))
+                     concurrency=args.concurrency, trigger=detect_trigger("cli"),
+                     retry_void=args.retry_void)
     store = _open_store(args)
     stop = _StopSignals()
     try:
@@ -279,7 +284,9 @@ def _say(line: str) -> None:
 
 
 def _exit_code(summary: BatchSummary) -> int:
-    outcomes = [t.outcome for run in summary.runs for t in run.trials]
+    """By each trial's last attempt: a void trial that `--retry-void` ran again to a score is scored."""
+    last = {(run.run_id, t.trial): t.outcome for run in summary.runs for t in run.trials}
+    outcomes = list(last.values())
     if "fail" in outcomes:
         return EXIT_FAIL
     if "infra_error" in outcomes:
@@ -308,6 +315,8 @@ class _Printer:
             return None
         tag = f"[{event.case_id}#{event.trial} {event.variant}]"  # type: ignore[union-attr]
         clock = datetime.fromtimestamp(event.at / 1000).strftime("%H:%M:%S")
+        if isinstance(event, TrialStarted) and event.attempt > 1:
+            return f"↻ {tag} void: running it again, attempt {event.attempt}"
         if isinstance(event, TrialFinished):
             if self.verbose and event.outcome != "skipped":
                 return None  # teardown already said it

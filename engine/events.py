@@ -48,6 +48,7 @@ class BatchFinished(_Event):
 class TrialStarted(_TrialEvent):
     type: Literal["trial_started"] = "trial_started"
     run_id: str
+    attempt: int = 1  # 2, 3, …: a void trial run again (`--retry-void`)
 
 
 class PhaseStarted(_TrialEvent):

@@ -177,6 +177,8 @@ class TrialRecord(_Model):
     case_id: str
     variant: str
     trial: int
+    # 1, or 2, 3, … for a void trial run again by `--retry-void`: a new record, same `trial`.
+    attempt: int = Field(default=1, ge=1)
     trigger: Trigger
     outcome: Outcome | None = None  # None while the trial runs
     failure: Failure | None = None
@@ -227,6 +229,7 @@ class Distribution(_Model):
 class TrialSummary(_Model):
     id: str
     trial: int
+    attempt: int = 1
     outcome: Outcome | None
     failure: Failure | None
     command_count: int = 0

@@ -60,12 +60,13 @@ class TrialPlan:
     trial: int
     trigger: str
     owner: str
+    attempt: int = 1  # `--retry-void`: the same trial run again, a new record
 
     def empty_record(self, host: str | None = None) -> TrialRecord:
         """The record of this trial before anything ran: who it is, nothing done."""
         return TrialRecord(id=self.trial_id, batch_id=self.batch_id, run_id=self.run_id,
                            case_id=self.case.id, variant=self.variant.name, trial=self.trial,
-                           trigger=self.trigger, tags=list(self.case.tags),  # type: ignore[arg-type]
+                           attempt=self.attempt, trigger=self.trigger, tags=list(self.case.tags),  # type: ignore[arg-type]
                            host=host)
 
 
@@ -166,7 +167,8 @@ class Trial:
         sources = [self.case.file] + ([self.config.path] if self.config.path else [])
         record.source = limits.cap_source({str(p): p.read_text(errors="replace") for p in sources})
         # Started first, so a live view counts from the real start; the wait's span ends at 0.
-        rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id, at=rec.t0_epoch_ms))
+        rec.emit(TrialStarted(**rec._ids(), run_id=self.plan.run_id, attempt=self.plan.attempt,
+                              at=rec.t0_epoch_ms))
         if waited >= SLOT_SPAN_MIN_MS:  # below that it is scheduling, not waiting
             rec.past_span("slot", -waited, 0, "waited for a free slot")
         void: Void | None = None
@@ -410,7 +412,7 @@ class Trial:
         why = limits.clean_text(limits.redact(self.recorder.redactor, why))[: limits.FAILURE_REASON]
         return TrialRecord(
             id=r.id, batch_id=r.batch_id, run_id=r.run_id, case_id=r.case_id, variant=r.variant,
-            trial=r.trial, trigger=r.trigger, tags=r.tags, host=r.host, image=r.image,
+            trial=r.trial, attempt=r.attempt, trigger=r.trigger, tags=r.tags, host=r.host, image=r.image,
             queued_at=r.queued_at, started_at=r.started_at, finished_at=r.finished_at, outcome="infra_error",
             failure=Failure(kind="infra", reason=why, where="record"),
             void_fields=["turns", "trajectory", "validations", "usage"])

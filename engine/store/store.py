@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,8 +23,8 @@ from typing import Any, Callable, Collection, Iterator
 
 import platformdirs
 from sqlalchemy import (
-    Connection, Engine, Executable, create_engine, delete, event, func, insert, select, text,
-    update,
+    Connection, Engine, Executable, create_engine, delete, event, func, insert, literal_column,
+    select, text, update,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -241,13 +241,14 @@ def _delete_trial_rows(conn: Connection, trial_ids: list[str]) -> int:
     return deleted
 
 
-def _trial_summary(row: Any) -> TrialSummary:
+def _trial_summary(row: Any, attempt: int = 1) -> TrialSummary:
     failure = None
     if row.failure_kind:
         failure = Failure(kind=row.failure_kind, reason=row.failure_reason or "",
                           where=row.failure_where)
-    return TrialSummary(id=row.id, trial=row.trial, outcome=row.outcome, failure=failure,
-                        command_count=row.command_count or 0, duration_ms=row.duration_ms)
+    return TrialSummary(id=row.id, trial=row.trial, attempt=attempt, outcome=row.outcome,
+                        failure=failure, command_count=row.command_count or 0,
+                        duration_ms=row.duration_ms)
 
 
 def _readable(build: Callable[[], Any], what: str, damaged: list[str]) -> Any:
@@ -689,10 +690,14 @@ class Store:
             select(TrialRow.id, TrialRow.run_id, TrialRow.trial, TrialRow.outcome,
                    TrialRow.failure_kind, TrialRow.failure_reason, TrialRow.failure_where,
                    TrialRow.command_count, TrialRow.duration_ms)
-            .where(TrialRow.batch_id.in_(ids)).order_by(TrialRow.trial, TrialRow.id)).all()
+            # A trial number's attempts (`--retry-void`) in the order they were created.
+            .where(TrialRow.batch_id.in_(ids)).order_by(TrialRow.trial, literal_column("trial.rowid"))).all()
         trials_of: dict[str, list[TrialSummary]] = defaultdict(list)
+        attempts: Counter[tuple[str, int]] = Counter()
         for row in trials:
-            if (summary := _readable(lambda: _trial_summary(row), f"trial {row.id}", damaged)):
+            attempts[row.run_id, row.trial] += 1
+            attempt = attempts[row.run_id, row.trial]
+            if (summary := _readable(lambda: _trial_summary(row, attempt), f"trial {row.id}", damaged)):
                 trials_of[row.run_id].append(summary)
         runs_of: dict[str, list[RunSummary]] = defaultdict(list)
         for run in runs:
