@@ -14,6 +14,8 @@ TrialRecords, so `proctor show` works on any of them.
 
 from __future__ import annotations
 
+import sqlite3
+
 import argparse
 import json
 import random
@@ -200,3 +202,18 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def store_bytes(store) -> bytes:
+    """Every byte a store holds: its files (with the WAL) and its event and trial rows, for a
+    test that a secret reached none of them."""
+    store.flush()
+    raw = b""
+    for suffix in ("", "-wal", "-shm"):
+        p = store.path.parent / (store.path.name + suffix)
+        if p.exists():
+            raw += p.read_bytes()
+    with sqlite3.connect(store.path) as db:
+        for table in ("event", "trial"):
+            raw += "".join(str(row) for row in db.execute(f"select * from {table}")).encode()
+    return raw

@@ -7,7 +7,6 @@ The keyring is a real one: keyrings.alt's PlaintextKeyring, in a temporary data 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from engine import keys
 from engine.config import JudgeConfig
 from engine.judge import ask_judge
 from tests.engine.test_trial_docker import AGENT_FILES, HEADER, WRITES_GREET, judge_server, one  # noqa: F401
+from tests.make_store import store_bytes
 
 NAME = "PROCTOR_TEST_KEYRING_KEY"
 VALUE = "kr-" + "Vq7Lm2Xp9Rt4Wz8Nc3Hd"
@@ -82,19 +82,6 @@ def test_the_judge_takes_its_key_from_the_keyring(file_keyring, judge_server, mo
     assert judge.seen[0]["auth"] == f"Bearer {VALUE}"
 
 
-def _store_bytes(store) -> bytes:
-    store.flush()
-    raw = b""
-    for suffix in ("", "-wal", "-shm"):
-        p = store.path.parent / (store.path.name + suffix)
-        if p.exists():
-            raw += p.read_bytes()
-    with sqlite3.connect(store.path) as db:
-        for table in ("event", "trial"):
-            raw += "".join(str(row) for row in db.execute(f"select * from {table}")).encode()
-    return raw
-
-
 def test_a_trial_runs_on_keyring_keys_and_the_store_keeps_none(file_keyring, suite, run_eval, store,
                                                                judge_server, monkeypatch):
     url, judge = judge_server
@@ -119,7 +106,7 @@ def keyed(c):
     record = one(summary, records)
     assert record.outcome == "pass", (record.failure, record.validations)
     assert judge.seen[0]["auth"] == f"Bearer {judge_value}"
-    raw = _store_bytes(store) + "".join(e.model_dump_json() for e in events).encode()
+    raw = store_bytes(store) + "".join(e.model_dump_json() for e in events).encode()
     for value in (VALUE, judge_value):
         assert value.encode() not in raw
         assert value[3:15].encode() not in raw

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 from http.server import ThreadingHTTPServer
@@ -14,6 +13,7 @@ import pytest
 
 from engine.events import PhaseEnded, PhaseStarted, TrialFinished, TrialStarted
 from tests.conftest import JsonHandler
+from tests.make_store import store_bytes
 
 AGENT_FILES = 'files={".agent/run.sh": Path("agent.sh")}'
 HEADER = "from pathlib import Path\nfrom engine import evaluation, git, Step, Secret, Install\n"
@@ -268,15 +268,7 @@ def leaks(c):
     record = one(summary, records)
     assert record.outcome == "pass", record.failure
     assert "[redacted]" in record.turns[0].diff
-    store.flush()
-    raw = b""
-    for suffix in ("", "-wal", "-shm"):
-        p = store.path.parent / (store.path.name + suffix)
-        if p.exists():
-            raw += p.read_bytes()
-    with sqlite3.connect(store.path) as db:
-        raw += "".join(str(row) for row in db.execute("select * from event")).encode()
-        raw += "".join(str(row) for row in db.execute("select * from trial")).encode()
+    raw = store_bytes(store)
     for name, key in {**KEYS, "secret": SECRET_VALUE}.items():
         body = {"bearer": key.removeprefix("Bearer "), "pg_password": "s3cr3tP4ssw0rdXY"}.get(name, key)
         assert body.encode() not in raw, f"{name} key survived in the store"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.tools import Xvfb, need
+
 from studio import desktop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,16 +30,6 @@ NEEDS = ["desktop-file-validate", "gio"]
 WINDOW_TOOLS = ["Xvfb", "xprop", "xwininfo"]
 PROCTOR = str(Path(sys.executable).parent / "proctor")  # the project venv's, for the Qt-free checks
 HICOLOR_INDEX = Path("/usr/share/icons/hicolor/index.theme")  # hicolor-icon-theme: the theme's own index
-
-
-def _need(*tools: str) -> None:
-    """Skip without a tool, except in CI (.ci/run installs them all), where skipping would hide a gap."""
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        reason = f"needs {', '.join(missing)} (.ci/run installs them)"
-        if os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
 
 
 def _shipped() -> set[str]:
@@ -112,38 +104,6 @@ def test_the_wheel_ships_the_resources_and_finds_them_under_share(wheel, venv):
     assert found[1].startswith(str(venv))  # the wheel's studio, not the checkout's
 
 
-class Xvfb:
-    """A private X server (no TCP), and what its windows say about themselves."""
-
-    def __init__(self) -> None:
-        read, write = os.pipe()
-        self.process = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-nolisten", "tcp",
-                                         "-screen", "0", "1280x800x24"], pass_fds=[write],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            self.display = f":{pipe.readline().strip()}"
-
-    def properties(self) -> list[dict[str, str]]:
-        """Each top-level window's WM_CLASS, desktop file, pid and whether it has an icon."""
-        tree = subprocess.run(["xwininfo", "-root", "-children", "-display", self.display],
-                              capture_output=True, text=True, timeout=10).stdout
-        windows = []
-        for wid in re.findall(r"^\s+(0x[0-9a-f]+) ", tree, re.M):
-            said = "".join(subprocess.run(["xprop", "-display", self.display, "-id", wid, "-notype", *more],
-                                          capture_output=True, text=True, timeout=10).stdout
-                           for more in (["WM_CLASS", "_KDE_NET_WM_DESKTOP_FILE", "_NET_WM_PID"],
-                                        ["-len", "8", "_NET_WM_ICON"]))  # an icon's pixels run long
-            props = dict(re.findall(r"^(\w+)\s*=\s*(.*)$", said, re.M))
-            if "WM_CLASS" in props:
-                windows.append(props)
-        return windows
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 def _started_from(venv: Path) -> list[int]:
     """Processes whose command line names the venv (the studio the test started, however detached)."""
     pids = []
@@ -167,7 +127,7 @@ def _icon_found(venv: Path, env: dict[str, str], display: str) -> bool:
 
 @pytest.mark.slow
 def test_desktop_install_puts_a_launchable_entry_and_its_icon_in_the_menu(venv, tmp_path):
-    _need(*NEEDS, *WINDOW_TOOLS)
+    need(*NEEDS, *WINDOW_TOOLS)
     if not HICOLOR_INDEX.is_file():
         pytest.fail(f"needs {HICOLOR_INDEX}: apt-get install hicolor-icon-theme")
     env = _user(tmp_path)
@@ -240,7 +200,7 @@ def _launched_argv(entry: Path, recorder: Path, env: dict[str, str]) -> list[str
 # an entry although the spec says %%; test_a_percent_is_doubled checks what the spec says.
 @pytest.mark.parametrize("folder", ["my checkout", "it's \"odd\" $HOME `x` \\ #1 ;&|<>*?()~"])
 def test_an_entry_starts_its_program_at_any_path(folder, tmp_path):
-    _need(*NEEDS)
+    need(*NEEDS)
     env = _user(tmp_path)
     launch = tmp_path / folder / "packaging" / "launch"
     _recorder(launch)
@@ -255,7 +215,7 @@ def test_a_percent_is_doubled():
 
 
 def test_install_desktop_from_a_checkout_with_a_space_writes_a_quoted_entry(tmp_path):
-    _need(*NEEDS)
+    need(*NEEDS)
     checkout = tmp_path / "my projects" / "proctor"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "screenshots", "pyinstaller")
     for name in ("studio", "packaging", "resources"):
@@ -288,7 +248,7 @@ def test_uninstall_removes_what_install_wrote_and_keeps_the_rest(tmp_path):
 
 
 def test_an_icon_cache_that_exists_is_refreshed_and_none_is_made(tmp_path):
-    _need("gtk-update-icon-cache")
+    need("gtk-update-icon-cache")
     home = tmp_path / "share"
     cache = home / "icons" / "hicolor" / "icon-theme.cache"
     launch = tmp_path / "launch"

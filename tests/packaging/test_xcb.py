@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.tools import Xvfb, unavailable
+
 from studio import xcb
-from tests.conftest import BASE_IMAGE, REQUIRE_DOCKER
+from tests.conftest import BASE_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBS = Path.home() / ".cache" / "proctor" / "debs"  # real .debs, downloaded once, reused offline
@@ -92,17 +94,11 @@ def test_this_host_has_every_library_and_the_check_is_fast(monkeypatch):
 # --- a minimal Debian bookworm in a container -------------------------------------------
 
 
-def _unavailable(reason: str) -> None:
-    if REQUIRE_DOCKER:
-        pytest.fail(f"the install test needs {reason}")
-    pytest.skip(reason)
-
-
 def _local_repository(status: bytes, names: list[str], tmp: Path) -> None:
     """Download (once) the packages and the dependencies a system with this dpkg status lacks,
     into DEBS, and index it as a flat apt repository."""
     if os.geteuid() != 0 or not shutil.which("apt-get") or not shutil.which("dpkg-scanpackages"):
-        _unavailable("root, apt-get and dpkg-scanpackages (dpkg-dev) on the host")
+        unavailable("root, apt-get and dpkg-scanpackages (dpkg-dev) on the host")
     (tmp / "status").write_bytes(status)
     DEBS.joinpath("partial").mkdir(parents=True, exist_ok=True)
     download = ["apt-get", "install", "--download-only", "-y", "-q", "--no-install-recommends",
@@ -118,28 +114,9 @@ def _local_repository(status: bytes, names: list[str], tmp: Path) -> None:
     (DEBS / "Packages").write_bytes(index)
 
 
-class Xvfb:
-    """A private X server without TCP; its socket is what the container's Qt connects to."""
-
-    def __init__(self) -> None:
-        read, write = os.pipe()
-        self.process = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-nolisten", "tcp",
-                                         "-screen", "0", "640x480x24"], pass_fds=[write],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            self.socket = Path(f"/tmp/.X11-unix/X{pipe.readline().strip()}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 @pytest.fixture
 def xvfb() -> Iterator[Xvfb]:
-    if shutil.which("Xvfb") is None:
-        _unavailable("Xvfb on the host (.ci/run installs it)")
-    server = Xvfb()
+    server = Xvfb("640x480x24")
     yield server
     server.stop()
 
