@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPixmap
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
-    QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QSizePolicy, QTableWidget, QVBoxLayout,
-    QWidget,
+    QBoxLayout, QFrame, QGridLayout, QHBoxLayout, QHeaderView, QLabel, QSizePolicy, QTableWidget,
+    QVBoxLayout, QWidget,
 )
 
 from engine.cost import fmt_usd, models_of, recorded_cost
@@ -141,6 +141,10 @@ def _section(title: str) -> tuple[QFrame, QVBoxLayout]:
     return frame, body
 
 
+USAGE_COLUMNS = 3
+SIDE_BY_SIDE_PX = 720  # two cards of a row fit beside each other from this viewport width
+
+
 class OverviewView(QWidget):
     """`show_record(record)`; None shows an empty state."""
 
@@ -168,6 +172,7 @@ class OverviewView(QWidget):
         self.reason = self.void_fields = self.timing_legend = self.artifact_text = None
         self.timing_bar = self.phases_table = self.artifacts_table = None
         self.usage_values, self.cost_label = {}, None
+        self._pairs: list[QBoxLayout] = []
         inner = QWidget()
         column = QVBoxLayout(inner)
         column.setContentsMargins(12, 12, 12, 12)
@@ -177,20 +182,31 @@ class OverviewView(QWidget):
                             "it used.", style=MUTED)
             column.addWidget(empty)
         else:
-            top = QHBoxLayout()
-            top.setSpacing(10)
-            top.addWidget(self._outcome(record), 3)
-            top.addWidget(self._facts(record), 2)
-            column.addLayout(top)
-            middle = QHBoxLayout()
-            middle.setSpacing(10)
-            middle.addWidget(self._timings(record), 3)
-            middle.addWidget(self._usage(record), 2)
-            column.addLayout(middle)
+            for left, right in ((self._outcome(record), self._facts(record)),
+                                (self._timings(record), self._usage(record))):
+                row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+                row.setSpacing(10)
+                row.addWidget(left, 3)
+                row.addWidget(right, 2)
+                column.addLayout(row)
+                self._pairs.append(row)
             column.addWidget(self._phases(record))
             column.addWidget(self._artifacts(record))
         column.addStretch(1)
         self.scroll.setWidget(inner)
+        self._arrange()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Cards side by side where both fit, else one above the other: the area scrolls down
+        only, so a card pushed past its right edge could not be seen at all."""
+        side_by_side = self.scroll.viewport().width() >= SIDE_BY_SIDE_PX
+        direction = QBoxLayout.Direction.LeftToRight if side_by_side else QBoxLayout.Direction.TopToBottom
+        for row in self._pairs:
+            row.setDirection(direction)
 
     # --- sections ---
 
@@ -272,9 +288,7 @@ class OverviewView(QWidget):
         self.timing_legend.setWordWrap(True)
         body.addWidget(self.timing_legend)
         slot = " · waiting for a slot is not counted by the timeout" if timings["slot_ms"] else ""
-        total = QLabel(f"whole trial {fmt_ms(trial_ms(record))}{slot}")
-        total.setStyleSheet(MUTED)
-        body.addWidget(total)
+        body.addWidget(wrapped(f"whole trial {fmt_ms(trial_ms(record))}{slot}", style=MUTED))
         body.addStretch(1)
         return frame
 
@@ -284,8 +298,9 @@ class OverviewView(QWidget):
         grid = QGridLayout()
         grid.setHorizontalSpacing(14)
         grid.setVerticalSpacing(0)
-        stats = [("input", u.input), ("output", u.output), ("cache read", u.cache_read),
-                 ("cache write", u.cache_write), ("reasoning", u.reasoning)]
+        # Three a row: five side by side made the card 357 px at least, wider than a narrow pane.
+        stats = [("input", u.input), ("output", u.output), ("reasoning", u.reasoning),
+                 ("cache read", u.cache_read), ("cache write", u.cache_write)]
         for i, (name, value) in enumerate(stats):
             number = QLabel("—" if value is None else f"{value:,}")
             font = QFont(number.font())
@@ -293,10 +308,11 @@ class OverviewView(QWidget):
             number.setFont(font)
             caption = QLabel(name)
             caption.setStyleSheet(MUTED)
-            grid.addWidget(number, 0, i)
-            grid.addWidget(caption, 1, i)
+            row, column = divmod(i, USAGE_COLUMNS)
+            grid.addWidget(number, 2 * row, column)
+            grid.addWidget(caption, 2 * row + 1, column)
             self.usage_values[name] = number
-        grid.setColumnStretch(len(stats), 1)
+        grid.setColumnStretch(USAGE_COLUMNS, 1)
         body.addLayout(grid)
         self.cost_label = wrapped(cost_line(record), style=MUTED)
         body.addWidget(self.cost_label)

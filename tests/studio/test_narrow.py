@@ -241,3 +241,21 @@ def test_a_size_the_window_cannot_take_is_one_sentence_and_exit_2(qtbot, recorde
         _studio_args("--size", "big")
     assert exited.value.code == 2
     assert "--size takes WxH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("width", [HALF_LAPTOP, 1024])
+def test_the_trial_overview_cards_fit_the_width_they_scroll_in(qtbot, make_window, recorded, width):
+    """The Overview scrolls down only: a card wider than its viewport was cut off for good (the
+    Trial card at 1,024 px, beside the Outcome). Narrow, the cards stack."""
+    window = make_window(recorded.store_path)
+    window.resize(width, 700)
+    qtbot.waitExposed(window)
+    for case in ("needs_a_lockfile", "writes_greet"):
+        assert window.browser.select_id(recorded.trials[case])
+        window._show_tab(0)
+        scroll = window.overview.scroll
+        qtbot.waitUntil(lambda: scroll.widget().width() <= scroll.viewport().width(), timeout=3000)
+        for card in scroll.widget().findChildren(QWidget):
+            if card.isVisibleTo(scroll.widget()):
+                right = card.mapTo(scroll.widget(), QPoint(card.width(), 0)).x()
+                assert right <= scroll.viewport().width(), (case, width, type(card).__name__)
