@@ -113,6 +113,8 @@ class Layout:
 def studio_script() -> Path:
     """The `proctor-studio` gui-script installed with this package, by absolute path."""
     candidates: list[Path] = []
+    if getattr(sys, "frozen", False):  # the one-folder build: its studio beside this executable
+        candidates.append(Path(sys.executable).with_name(STUDIO_SCRIPT))
     try:
         dist = distribution("proctor")
         candidates += [Path(os.path.normpath(dist.locate_file(f))) for f in dist.files or []
