@@ -79,6 +79,7 @@ if command -v git >/dev/null 2>&1; then HOME=/root git config --global --add saf
 echo "$name:$uid:$gid:$home"
 """
 _GIVE_BACK = f'chown -hR "$1" {WORKSPACE}'
+HAND_OVER_TRIES = 3
 
 
 class SandboxGone(Exception):
@@ -183,9 +184,14 @@ class Sandbox:
     def hand_over(self) -> str:
         """Make the agent's unprivileged user (after setup, which runs as root) and give it
         /workspace and a HOME; returns who the agent runs as, to show."""
-        out = self.exec(_HAND_OVER, timeout=120, workdir="/")
-        fields = out.stdout.strip().splitlines()[-1:]
-        parts = fields[0].split(":") if fields else []
+        for _ in range(HAND_OVER_TRIES):
+            out = self.exec(_HAND_OVER, timeout=120, workdir="/")
+            fields = out.stdout.strip().splitlines()[-1:]
+            parts = fields[0].split(":") if fields else []
+            # Docker under load may end an exec's stream before its output (moby#27289): exit 0
+            # and nothing said. The script is idempotent, so it is asked again.
+            if out.exit_code != 0 or out.output.strip():
+                break
         if out.exit_code != 0 or len(parts) != 4 or not (parts[1].isdigit() and parts[2].isdigit()):
             raise SandboxGone(f"could not make the agent's user in the sandbox (exit {out.exit_code}): "
                               f"{out.output.strip()[-200:]}")

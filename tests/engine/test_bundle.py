@@ -190,7 +190,7 @@ def test_redaction_is_applied_again_on_import(tmp_path, bundle_bytes):
             event = json.loads(data.splitlines()[0])
             event.update(type="phase_progress", phase="setup", message=f"export KEY={secret}",
                          n=999)
-            for key in ("detail", "index", "status", "duration_ms", "run_id"):
+            for key in ("detail", "index", "status", "duration_ms", "run_id", "attempt"):
                 event.pop(key, None)
             data += json.dumps(event).encode() + b"\n"
         hand_written.append((name, data))

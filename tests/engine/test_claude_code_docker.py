@@ -121,8 +121,8 @@ api_key_env = "PROCTOR_TEST_NO_SUCH_KEY"
         crashed.failure.reason
     assert "no-such-flag-for-proctor" in crashed.failure.reason
     assert (keyless.failure.where, keyless.failure.reason) == (
-        "env", "secret ANTHROPIC_API_KEY is not set: export PROCTOR_TEST_NO_SUCH_KEY on the host "
-               "before running")
+        "env", "secret ANTHROPIC_API_KEY is not set: export PROCTOR_TEST_NO_SUCH_KEY on the host, "
+               "or save it in the system keyring (the studio's Settings) before running")
     assert api.calls() == []
 
 

@@ -315,3 +315,21 @@ def test_docker_info_decides_the_disk_bound_without_a_refused_create(docker_clie
     # This machine's daemon: what it says decides, and creating a sandbox makes one request.
     info = docker_client.api.info()
     assert _storage_opt_known(info) in (False, None)
+
+
+def test_the_hand_over_asks_again_when_docker_lost_its_output(docker_client, bare_container, monkeypatch):
+    """moby#27289: under load an exec's stream can end before its output (exit 0, nothing said);
+    the 200-trial load test saw one trial void as "could not make the agent's user (exit 0)"."""
+    from engine.sandbox.container import ExecOutput, Sandbox
+
+    sandbox = Sandbox(docker_client, bare_container("mkdir -p /workspace"))
+    real, calls = sandbox.exec, []
+
+    def lossy(command, **kw):
+        calls.append(command)
+        out = real(command, **kw)
+        return ExecOutput(0, "", "", out.ms) if len(calls) == 1 else out  # the first answer lost
+
+    monkeypatch.setattr(sandbox, "exec", lossy)
+    said = sandbox.hand_over()
+    assert len(calls) == 2 and said.startswith("agent runs as agent")

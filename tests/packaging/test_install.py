@@ -81,7 +81,9 @@ def _user(tmp_path: Path) -> dict[str, str]:
     """A temporary user: HOME and the XDG folders, with the system's shared data for hicolor's index."""
     home = tmp_path / "home dir"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "QT_", "DISPLAY", "WAYLAND"))}
+    # Nor PYTHONPATH: a run of the tests from another checkout must not lend the wheel its code.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XDG_", "QT_", "DISPLAY", "WAYLAND", "PYTHONPATH"))}
     env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"), XDG_DATA_DIRS="/usr/share",
                XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"))
     return env
@@ -99,7 +101,8 @@ def test_the_wheel_ships_the_resources_and_finds_them_under_share(wheel, venv):
     assert data == _shipped()
     found = subprocess.run([str(venv / "bin" / "python"), "-c",
                             "import studio, studio.assets as a; print(a.root()); print(studio.__file__)"],
-                           capture_output=True, text=True, check=True, cwd=venv).stdout.split("\n")
+                           capture_output=True, text=True, check=True, cwd=venv,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout.split("\n")
     assert found[0] == str(venv / "share" / "proctor")
     assert found[1].startswith(str(venv))  # the wheel's studio, not the checkout's
 
