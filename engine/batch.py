@@ -14,6 +14,7 @@ from typing import Callable
 
 import docker
 
+from .cluster.runner import ClusterRunner, ClusterUnavailable, RayMissing
 from .config import Config, Variant
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
 from .models import BatchSummary, Failure, TrialRecord
@@ -317,21 +318,25 @@ class Engine:
             return record.outcome
 
         status = "finished"
+        cluster: ClusterRunner | None = None
         try:
-            try:
-                hosts = self._pool(plan)
-            except DockerUnavailable as e:  # no trial can run: each is void, the batch failed
+            try:  # [cluster]: each trial a Ray task on a node (engine.cluster); else these hosts
+                cluster = ClusterRunner(self, plan, handle, emit, plan.config.cluster.address) \
+                    if plan.config.cluster else None
+                hosts = self._pool(plan) if cluster is None else None
+            except (DockerUnavailable, ClusterUnavailable, RayMissing) as e:  # no trial can run: each is void
                 handle.failed = str(e)
                 for trial_plan in handle.plans:
                     self._skip(trial_plan, emit, void=str(e))
                 raise
-            concurrency = plan.concurrency or hosts.slots
+            concurrency = plan.concurrency or (cluster.slots if cluster else hosts.slots)  # type: ignore[union-attr]
+            one = cluster.run_one if cluster else run_one
             with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="trial") as pool:
                 todo = list(handle.plans)
                 for retry in range(plan.retry_void + 1):
                     if retry:  # the void ones again, each a new record of the same trial number
                         todo = [self._again(p, handle) for p in todo]
-                    outcomes = [f.result() for f in [pool.submit(run_one, p) for p in todo]]
+                    outcomes = [f.result() for f in [pool.submit(one, p) for p in todo]]
                     todo = [p for p, outcome in zip(todo, outcomes) if outcome == "infra_error"]
                     if not todo or handle.cancelled.is_set() or handle.failed:
                         break
@@ -339,6 +344,8 @@ class Engine:
             heartbeat.set()
             self.store.remove_error_listener(store_failed)
             sources.close()
+            if cluster is not None:
+                cluster.close()
             if handle.failed:
                 status = "failed"
             elif handle.cancelled.is_set():

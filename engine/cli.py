@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .batch import BatchPlan, Engine, detect_trigger
-from .config import find_config, load_config
+from .cluster.runner import ClusterUnavailable, RayMissing, join
+from .config import ClusterConfig, cluster_address, find_config, load_config
 from .events import Event, PhaseEnded, PhaseProgress, TrialFinished, TrialStarted
 from .models import BatchSummary
 from .replay import delays, replay_events
@@ -55,9 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (EvalFileError, StoreError) as e:
         _say(f"proctor: {_one_line(e)}")
         return EXIT_USAGE
-    except DockerUnavailable as e:
+    except (DockerUnavailable, ClusterUnavailable) as e:
         _say(f"proctor: {_one_line(e)}")
         return EXIT_INFRA
+    except RayMissing as e:
+        _say(f"proctor: {_one_line(e)}")
+        return EXIT_USAGE
     except UserError as e:
         _say(f"proctor: {_one_line(e)}")
         return e.code
@@ -89,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-void", type=_whole(MAX_RETRY_VOID, least=0), default=0, metavar="N",
                      help="run a void trial (infra_error) again, up to N times, as a new attempt of the "
                           "same trial; scored trials are never run again")
+    run.add_argument("--cluster", type=_cluster, metavar="ADDRESS",
+                     help='run the trials on a Ray cluster\'s nodes: "auto", HOST:PORT or ray://HOST:10001 '
+                          "(overrides [cluster] address; needs the extra proctor[ray])")
     run.add_argument("-v", "--verbose", action="store_true", help="print every phase as it happens")
     run.add_argument("--json", action="store_true", help="print the batch as JSON when it ends")
     run.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
@@ -162,6 +169,14 @@ def _whole(most: int | None = None, least: int = 1) -> Callable[[str], int]:
     return parse
 
 
+def _cluster(text: str) -> str:
+    """An argparse type: a Ray cluster's address, as [cluster] address takes it."""
+    try:
+        return cluster_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _speed(text: str) -> float:
     """An argparse type: a replay speed, a number of 0 or more, or `max` (as fast as possible)."""
     if text.strip().lower() == "max":
@@ -188,6 +203,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.config and not args.config.is_file():
         raise UserError(f"{args.config}: no such config file")
     config = load_config(config_path)
+    if args.cluster:
+        config = config.model_copy(update={"cluster": ClusterConfig(address=args.cluster)})
     cases = load_cases(files, args.cases)
     variants = config.select_variants(args.variants)
     plan = BatchPlan(cases=cases, variants=variants, config=config, trials=args.trials,
@@ -197,10 +214,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = _StopSignals()
     try:
         store.check_writable()  # at once, not after the batch: nothing could be saved
+        if config.cluster is not None:  # before the batch is stored: an unreachable cluster runs nothing
+            join(config.cluster.address)
         client = connect()
         with stop:
             engine = Engine(store, client)
-            engine.check_images(plan)
+            if config.cluster is None:  # a cluster's nodes take their images from their own daemons
+                engine.check_images(plan)
             swept = engine.sweep()
             if swept.trials and not args.json:
                 print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)

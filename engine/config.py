@@ -220,9 +220,35 @@ class HostConfig(_Section):
         return v
 
 
+def cluster_address(value: Any) -> str:
+    """A Ray cluster's address: "auto" (the cluster this machine has joined), "HOST:PORT" (its
+    head's GCS) or "ray://HOST:PORT" (Ray Client); ValueError otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {shown(value)}")
+    if value == "auto":
+        return value
+    parts = urlsplit(value if "://" in value else f"//{value}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if (parts.scheme not in ("", "ray") or not parts.hostname or port is None or parts.path
+            or not value.isprintable() or " " in value):
+        raise ValueError(f'must be "auto", "HOST:PORT" or "ray://HOST:10001", not {shown(value)}')
+    return value
+
+
+class ClusterConfig(_Section):
+    """`[cluster]`: run the batch's trials on a Ray cluster's nodes (the extra proctor[ray])."""
+
+    engine: Literal["ray"] = "ray"
+    address: Annotated[str, PlainValidator(cluster_address)] = "auto"
+
+
 class Config(_Section):
     defaults: Defaults = Field(default_factory=Defaults)
     hosts: list[HostConfig] = Field(default_factory=list)
+    cluster: ClusterConfig | None = None
     variants: list[Variant] = Field(default_factory=list)
     judge: JudgeConfig | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)

@@ -74,10 +74,13 @@ class Trial:
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
                  sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
                  host_env: dict[str, str] | None = None, queued_at: float | None = None,
-                 host_name: str | None = None, sources: GitSources | None = None):
+                 host_name: str | None = None, sources: GitSources | None = None,
+                 local_docker: bool = False):
         """`queued_at` (time.monotonic()): when the trial began waiting for a concurrency slot.
-        `sources`: the batch's git sources, fetched once for all its trials."""
+        `sources`: the batch's git sources, fetched once for all its trials. `local_docker`:
+        the daemon shares this machine's files whatever `host_name` says (a cluster node's own)."""
         self.plan = plan
+        self.local_docker = local_docker
         self.sources = sources
         self.case, self.config = plan.case, plan.config
         self.client, self.images, self.save = client, images, save
@@ -222,7 +225,8 @@ class Trial:
             phase.detail, phase.text = detail, f"ready {tag} ({detail})"
         with rec.phase("container") as phase:
             owner = labels(self.plan.batch_id, self.plan.trial_id, self.plan.owner)
-            remote = self.record.host not in (None, "local") and not self.record.host.startswith("unix://")
+            remote = not self.local_docker and self.record.host not in (None, "local") \
+                and not self.record.host.startswith("unix://")
             if self.egress.needed and remote:
                 # The gateway's socket is bind-mounted: the daemon must share this machine's files.
                 raise Void(f"this case needs the egress gateway, which runs only on a local Docker host "

@@ -62,7 +62,7 @@ from .views.header import TrialHeader
 from .views.run import RunDialog, default_eval_path
 from .views.settings_dialog import open_settings
 from .views.source import SourceView
-from .views.status import DockerStatus
+from .views.status import ClusterStatusLabel, DockerStatus
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 from .views.welcome import DEMO_BUNDLE, WelcomePanel, demo_plan
@@ -234,6 +234,7 @@ class MainWindow(QMainWindow):
         self.browser.model.refreshed.connect(lambda _before, _after: self._batch_moved())
         self.browser.model.refreshed.connect(lambda _before, _after: self._follow_store())
         self.docker_status.changed.connect(lambda _text, ok: self._docker_moved(ok))
+        self.cluster_status.changed.connect(self._cluster_moved)
         self._follow_store()
         self._restore()
         # What exists now (Qt wrappers, modules, the store's machinery) lives as long as the
@@ -289,7 +290,10 @@ class MainWindow(QMainWindow):
         # The store's path gives way (whole in its tooltip and the title): beside Docker's
         # sentence, a long one held a window asked for 1,024 px at 1,193.
         self.store_status.setMinimumWidth(1)
+        # Shown only while this studio drives a cluster batch (it is then Ray's driver).
+        self.cluster_status = ClusterStatusLabel(self.store, watch=watch_docker)
         status.addWidget(self.docker_status, 1)
+        status.addWidget(self.cluster_status)
         status.addPermanentWidget(self.store_status)
         self.setStatusBar(status)
         self._update_store_status()
@@ -709,6 +713,12 @@ class MainWindow(QMainWindow):
             self.pages.setCurrentWidget(self.welcome)
             self.welcome.check()
 
+    def _cluster_moved(self, status: object) -> None:
+        """The batch Overview's live free slots; one not made yet (made when a batch is first
+        shown) hears the next poll."""
+        if self.overview_page._batch is not None:  # noqa: SLF001 — never made just for this
+            self.overview_page.batch.show_cluster(status)
+
     def _docker_moved(self, ok: bool) -> None:
         if self.pages.currentWidget() is self.welcome:
             self.welcome.docker_moved(ok)
@@ -817,6 +827,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("splitter", self.splitter.saveState())
         self.bridge.shutdown()
         self.docker_status.stop()
+        self.cluster_status.stop()
         super().closeEvent(event)
 
     def show_view(self, name: str) -> None:

@@ -468,10 +468,13 @@ class Store:
             owner=owner, status="queued", **_summary_columns(record))
         self._execute(stmt)
 
-    def mark_trial_running(self, trial_id: str, started_at: str) -> None:
+    def mark_trial_running(self, trial_id: str, started_at: str, host: str | None = None) -> None:
+        """Running now; `host` names the cluster node it runs on, once the node has said so."""
+        record = func.json_set(TrialRow.record, "$.started_at", started_at)
+        if host is not None:
+            record = func.json_set(record, "$.host", host)
         self._execute(update(TrialRow).where(TrialRow.id == trial_id).values(
-            status="running", started_at=started_at,
-            record=func.json_set(TrialRow.record, "$.started_at", started_at)))
+            status="running", started_at=started_at, record=record))
 
     def set_trial_phase(self, trial_id: str, phase: str) -> None:
         """The phase a running trial has entered, so a browser in any process can show it."""

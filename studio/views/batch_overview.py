@@ -3,14 +3,17 @@
 Figures first (pass rate with its scored count, trials, deterministic runs, command
 spread, tokens, cost), then each run's outcomes as a small stacked bar, a histogram
 of trial durations, the slowest phases (median and p90), void trials grouped by
-reason, and the slowest and most expensive trials as links (`trial_activated`).
+reason, and the slowest and most expensive trials as links (`trial_activated`). A batch
+whose records name cluster nodes (`host`) has a Nodes part: each node's trials by
+outcome and those running now, with its free slots while the studio is connected to
+the cluster (`show_cluster`, from the status bar's poll).
 
 The figures come from the trial table's short columns on the GUI thread (a few
 milliseconds for 1,000 trials, `browse.batch_figures`); phases, usage and cost come
-out of the records on a worker thread (`browse.trial_costs`), and a running batch
-reads only the trials that finished since. Cost is at list price (genai-prices) by
-the model each trial's harness names; where none is named or priced it says "cost
-unknown", never $0.
+out of the records on a worker thread (`browse.trial_costs`, and their hosts with
+`engine.cluster.status.batch_hosts`), and a running batch reads only the trials that
+finished since. Cost is at list price (genai-prices) by the model each trial's harness
+names; where none is named or priced it says "cost unknown", never $0.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from PySide6.QtWidgets import (
     QTableWidget, QTableWidgetItem, QToolTip, QVBoxLayout, QWidget,
 )
 
+from engine.cluster.status import (
+    ClusterStatus, NodeStatus, NodeTrials, TrialHost, batch_hosts, batch_nodes,
+)
 from engine.cost import fmt_usd
 from engine.store import Store, StoreError
 from engine.store.browse import (
@@ -213,6 +219,8 @@ class BatchOverview(QWidget):
         self.batch_id: str | None = None
         self.figures: BatchFigures | None = None
         self.costs: dict[str, TrialCost] = {}  # finished trials of the batch shown, by id
+        self.hosts: dict[str, TrialHost] = {}  # started trials of the batch shown and their hosts
+        self.cluster: ClusterStatus | None = None  # the cluster this process drives, if any
         self.cost: CostSummary | None = None
         self.reading = False  # records are being read off the GUI thread
         self._again = False  # trials finished during that read: read once more when it lands
@@ -236,6 +244,15 @@ class BatchOverview(QWidget):
         self.runs = make_table(["Run", "Outcomes", "Pass rate", "Det.", "Commands"])
         self.runs.setItemDelegateForColumn(1, _BarDelegate(self.runs))
         self.runs.cellClicked.connect(self._on_run_clicked)
+        self.nodes_note = QLabel(wordWrap=True)
+        self.nodes_note.setStyleSheet(MUTED)
+        # The outcomes in words last, stretched and elided (whole in the tooltip): a node's name
+        # and its figures fit beside the run grid at 1,024 px without a scroll bar.
+        self.nodes = make_table(["Node", "Trials", "Slots free", "Outcomes", ""])
+        self.nodes.setItemDelegateForColumn(3, _BarDelegate(self.nodes))
+        self.nodes.horizontalHeader().setStretchLastSection(True)
+        self.nodes.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.nodes.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.durations = DurationPlot()
         self.durations_note = QLabel()
         self.durations_note.setStyleSheet(MUTED)
@@ -253,7 +270,7 @@ class BatchOverview(QWidget):
         self.expensive_title = QLabel()
         self.expensive = make_table(["Trial", "Run", "Cost", "Tokens"])
         self.expensive.cellClicked.connect(lambda row, _c: self._open(self.expensive, row))
-        for table in (self.runs, self.phases, self.voids, self.slowest, self.expensive):
+        for table in (self.runs, self.nodes, self.phases, self.voids, self.slowest, self.expensive):
             table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.slowest.setCursor(Qt.CursorShape.PointingHandCursor)
         self.expensive.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -267,6 +284,10 @@ class BatchOverview(QWidget):
         column.addLayout(tiles)
         column.addWidget(self._heading("Outcomes per run"))
         column.addWidget(self.runs)
+        self.nodes_heading = self._heading("Nodes")
+        for widget in (self.nodes_heading, self.nodes_note, self.nodes):
+            column.addWidget(widget)
+            widget.hide()  # shown for a batch that ran on cluster nodes
         column.addWidget(self._heading("Trial durations"))
         column.addWidget(self.durations)
         column.addWidget(self.durations_note)
@@ -321,7 +342,8 @@ class BatchOverview(QWidget):
             return
         if figures.batch_id != self.batch_id:
             self._generation += 1  # what is being read of the batch shown before is dropped
-            self.costs, self.cost, self.reading = {}, None, False
+            self.costs, self.cost, self.reading, self.hosts = {}, None, False, {}
+            self._show_nodes()
         elif figures == self.figures:
             return  # a refresh of a batch where nothing moved: no tables refilled, no read
         self.batch_id, self.figures = figures.batch_id, figures
@@ -341,6 +363,8 @@ class BatchOverview(QWidget):
         self._generation += 1
         self.batch_id, self.figures, self.costs, self.cost = None, None, {}, None
         self.reading = self._again = False
+        self.hosts = {}
+        self._show_nodes()
         self.empty.setText(sentence)
         self.empty.show()
         self.scroll.hide()
@@ -470,18 +494,27 @@ class BatchOverview(QWidget):
             self._again = True
             return
         generation, store, known = self._generation, self.store, list(self.costs)
+        done = [t.id for t in self.hosts.values() if t.status == "done"]
         self.reading, self._again = True, False
         if not self.costs:
             self.phases_note.setText(READING)
 
-        def show(result: list[TrialCost] | Exception) -> None:
+        def read() -> tuple[list[TrialCost], list[TrialHost]]:
+            return trial_costs(store, batch_id, skip=known), batch_hosts(store, batch_id, skip=done)
+
+        def show(result: tuple[list[TrialCost], list[TrialHost]] | Exception) -> None:
             if generation != self._generation:
                 return  # another batch is shown now
             self.reading = False
             if isinstance(result, Exception):
                 self.phases_note.setText(f"Could not read the records: {result}")
                 return
-            self.costs.update((c.id, c) for c in result)
+            costs, hosts = result
+            # Finished trials keep the host read before; running ones were read again.
+            self.hosts = {i: t for i, t in self.hosts.items() if t.status == "done"}
+            self.hosts.update((t.id, t) for t in hosts)
+            self._show_nodes()
+            self.costs.update((c.id, c) for c in costs)
             self.cost = cost_summary(self.costs.values())
             self.costs_read.emit({c.id: c.cost for c in self.costs.values()})
             self._show_tokens_and_cost()
@@ -490,7 +523,59 @@ class BatchOverview(QWidget):
             if self._again:
                 self._read_records(batch_id)
 
-        self._off_gui.run(lambda: trial_costs(store, batch_id, skip=known), show)
+        self._off_gui.run(read, show)
+
+    # -- the nodes (a cluster batch) ----------------------------------------------------
+
+    def show_cluster(self, status: ClusterStatus | None) -> None:
+        """The cluster as the status bar last saw it: its nodes' free slots beside their trials."""
+        if status != self.cluster:
+            self.cluster = status
+            self._show_nodes()
+
+    def _show_nodes(self) -> None:
+        nodes = batch_nodes(self.hosts.values())
+        for widget in (self.nodes_heading, self.nodes_note, self.nodes):
+            widget.setVisible(bool(nodes))
+        if not nodes:
+            return
+        live = {n.name: n for n in self.cluster.nodes} if self.cluster else {}
+        self.nodes.setRowCount(len(nodes))
+        for row, node in enumerate(nodes):
+            values = [node.outcomes.get(o or "", 0) for _, o in SEGMENTS[:-1]] + [node.running]
+            words = [(v, word if word != "unfinished" else "running") for v, (word, _) in zip(values, SEGMENTS)]
+            said = " · ".join(f"{v} {word}" for v, word in words if v)
+            bar = table_item("", tip=said)
+            bar.setData(BarRole, [(v, OUTCOME_COLOUR[o]) for v, (_, o) in zip(values, SEGMENTS)])
+            items = [table_item(node.name, mono=True, tip=node.name),
+                     table_item(f"{node.trials:,}", align_right=True),
+                     self._slots(live.get(node.name)), bar, table_item(said, tip=said)]
+            for column, item in enumerate(items):
+                self.nodes.setItem(row, column, item)
+        self.nodes.resizeColumnsToContents()
+        self.nodes.setColumnWidth(3, 110)
+        _fit_rows(self.nodes, RUNS_VISIBLE)
+        self.nodes_note.setText(self._nodes_note(nodes))
+
+    def _slots(self, node: NodeStatus | None) -> QTableWidgetItem:
+        """A node's free slots as the cluster says now; its tooltip says why there is no figure."""
+        if self.cluster is None:
+            text, why = "—", "this studio is not connected to the cluster: no live figure"
+        elif self.cluster.error:
+            text, why = "—", self.cluster.error
+        elif node is None:
+            text, why = "—", f"not a node of the cluster at {self.cluster.address} now"
+        elif not node.alive:
+            text, why = "gone", "Ray reports this node gone"
+        else:
+            text, why = f"{node.free} of {node.slots}", f"{node.free} of {plural(node.slots, 'proctor_slot')} free now"
+        return table_item(text, tip=why, align_right=True)
+
+    def _nodes_note(self, nodes: list[NodeTrials]) -> str:
+        ran = f"{plural(len(nodes), 'cluster node')} ran this batch's trials, by their records"
+        if self.cluster is None or self.cluster.error:
+            return ran + "."
+        return f"{ran}; free slots live from the cluster at {self.cluster.address}."
 
     def _show_tokens_and_cost(self) -> None:
         f, cost = self.figures, self.cost

@@ -4,10 +4,15 @@ Everything is loaded and checked here, so a bad eval file is one red line in
 the dialog (file and line), never a crash and never a half-started batch; the
 line about the file read before goes with it. Trials and concurrency start at
 what the eval file and proctor.toml say, and the plan overrides them only when
-they are changed here.
+they are changed here. The cluster field starts at proctor.toml's `[cluster] address`;
+empty runs the batch on this machine, an address puts it in the plan's config as
+`proctor run --cluster` does.
 """
 
 from __future__ import annotations
+
+import importlib.util
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -15,6 +20,7 @@ from PySide6.QtWidgets import (
     QListWidget, QListWidgetItem, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
+import engine.config as config_module
 from engine.batch import BatchPlan
 from engine.config import Config, Variant, find_config, load_config
 from engine.spec import MAX_CONCURRENCY, MAX_TRIALS, Case, EvalFileError, find_eval_files, load_cases
@@ -27,6 +33,32 @@ from studio.widgets import MUTED
 TRIALS_CAP = (f"At most {MAX_TRIALS:,} trials per run, as `proctor run --trials`: each trial is a row in the "
               "store before the batch starts, and a sandbox when it runs.")
 NAME = Qt.ItemDataRole.UserRole
+CLUSTER_HINT = "empty: this machine"
+RAY_MISSING = "[cluster] needs Ray, which is not installed: pip install 'proctor[ray]'"
+
+
+def file_cluster(config: Config) -> str:
+    """proctor.toml's `[cluster] address`, or "" (none, or an engine without `[cluster]`)."""
+    return str(getattr(getattr(config, "cluster", None), "address", "") or "")
+
+
+def with_cluster(config: Config, address: str) -> Config:
+    """The config a batch runs with: on the cluster at `address`, or on this machine when it is
+    empty (a `[cluster]` proctor.toml has is then left out), as `proctor run --cluster` does.
+    ValueError in one sentence for an address the engine does not take."""
+    cluster_config: Any = getattr(config_module, "ClusterConfig", None)
+    if cluster_config is None or "cluster" not in type(config).model_fields:
+        if address:
+            raise ValueError("this engine runs batches on this machine only: leave Cluster empty")
+        return config
+    if not address:
+        return config.model_copy(update={"cluster": None})
+    check = getattr(config_module, "cluster_address", None)
+    if check is not None:
+        check(address)  # the same words as [cluster] address and --cluster
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError(RAY_MISSING)
+    return config.model_copy(update={"cluster": cluster_config(address=address)})
 
 
 class RunDialog(QDialog):
@@ -42,6 +74,7 @@ class RunDialog(QDialog):
         self._loaded: str | None = None  # the path the lists were read from
         self._unchecked: set[tuple[str, str]] = set()  # ("case" | "variant", name) the user unticked
         self._file_trials = 0  # the trials spin's value as the files say (0: each case's own)
+        self._file_cluster = ""  # proctor.toml's [cluster] address
 
         self.path = QLineEdit(path, placeholderText="an eval file, or a folder of *.eval.py")
         self.browse_file = QPushButton("File…", clicked=self._browse_file, toolTip="Choose an eval file")
@@ -60,6 +93,12 @@ class RunDialog(QDialog):
         self.concurrency = QSpinBox(minimum=1, maximum=MAX_CONCURRENCY,
                                     toolTip="Trials running at once, each in its own sandbox")
         self.concurrency_note = QLabel(styleSheet=MUTED)
+        self.cluster = QLineEdit(placeholderText=CLUSTER_HINT,
+                                 toolTip="A Ray cluster to run the trials on, each on a node with a free "
+                                         "proctor_slot: auto, HOST:PORT or ray://HOST:10001. Empty runs "
+                                         "them here, on this machine's Docker")
+        self.cluster.setMinimumWidth(self.cluster.fontMetrics().horizontalAdvance("ray://head.example:10001") + 16)
+        self.cluster_note = QLabel(styleSheet=MUTED)
         self.error = QLabel(wordWrap=True, textInteractionFlags=Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setStyleSheet("color: #d1453b;")
         self.summary = QLabel(wordWrap=True)
@@ -70,6 +109,7 @@ class RunDialog(QDialog):
         form.addRow("Variants", self.variants)
         form.addRow("Trials per run", _beside(self.trials, self.trials_note))
         form.addRow("Concurrency", _beside(self.concurrency, self.concurrency_note))
+        form.addRow("Cluster", _beside(self.cluster, self.cluster_note))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.run_button = buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.accepted.connect(self._accept)
@@ -83,6 +123,7 @@ class RunDialog(QDialog):
         for listing in (self.cases, self.variants):
             listing.itemChanged.connect(self._on_checked)
         self.trials.valueChanged.connect(self._update_summary)
+        self.cluster.textChanged.connect(self._update_summary)
         self._load()
 
     # --- choosing the file ----------------------------------------------------------------
@@ -177,6 +218,8 @@ class RunDialog(QDialog):
         concurrency, why = self.settings.concurrency_for(config)
         self.concurrency.setValue(concurrency)
         self.concurrency_note.setText(why)
+        self._file_cluster = file_cluster(config)
+        self.cluster.setText(self._file_cluster)
 
     # --- what is chosen -------------------------------------------------------------------
 
@@ -217,10 +260,15 @@ class RunDialog(QDialog):
             from_settings.append(f"{plural(len(self.settings.docker_hosts), 'Docker host')} from Settings")
         if self._config.judge is None and self.settings.judge() is not None:
             from_settings.append(f"judge {self.settings.judge_model} from Settings")
+        address = self.cluster.text().strip()
+        where = [f"on the Ray cluster at {address}"] if address else []
+        said = self._file_cluster
+        self.cluster_note.setText("" if not said else "proctor.toml says so" if address == said else
+                                  f"proctor.toml says {said}" if address else "this machine, not proctor.toml's")
         self.summary.setText(" · ".join([some(len(cases), len(self._cases), "case"),
                                          some(len(variants), self.variants.count(), "variant"),
                                          plural(len(cases) * len(variants), "run"), plural(trials, "trial"),
-                                         *from_settings]))
+                                         *where, *from_settings]))
         self.run_button.setEnabled(bool(cases and variants))
 
     def _accept(self) -> None:
@@ -242,6 +290,12 @@ class RunDialog(QDialog):
                 self.error.setText("The eval file changed since it was read: check the cases, then Run.")
                 return
             concurrency = self.concurrency.value()
+            try:
+                config = with_cluster(config, self.cluster.text().strip())
+            except ValueError as e:
+                self.error.setText(f"Cluster: {e}")
+                self.cluster.setFocus()
+                return
             self.plan = BatchPlan(
                 cases=[c for c in cases if c.id in names], variants=config.select_variants(variants),
                 config=self.settings.defaults_for(config), trials=self._trials_override(),
