@@ -56,13 +56,42 @@ def require_ray() -> Any:
     return ray
 
 
+class _Share:
+    """How many batches of this process use the Ray connection that Proctor made. The last to
+    end disconnects: a driver still joined when the cluster's head goes away is ended by Ray
+    itself a minute later, and an idle studio must not die with a cluster it no longer uses."""
+
+    lock = threading.Lock()
+    users = 0  # batches on a connection Proctor made; one made by the caller is never ended
+
+
 def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
     """Join the Ray cluster at `address` ("auto", "HOST:PORT" or "ray://HOST:PORT") as its
-    driver, once per process; ClusterUnavailable when it does not answer within `timeout`."""
+    driver, once per process; ClusterUnavailable when it does not answer within `timeout`.
+    Each call that returns is one share of the connection, for `leave` to give back."""
     ray = require_ray()
     _probe(address)  # also when joined already: a second, wrong address is still said
-    if ray.is_initialized():
+    with _Share.lock:
+        if ray.is_initialized():
+            if _Share.users:
+                _Share.users += 1
+            return ray
+        _join(ray, address, timeout)
+        _Share.users = 1
         return ray
+
+
+def leave(ray: Any) -> None:
+    """Give back one batch's share; the last disconnects, when Proctor made the connection."""
+    with _Share.lock:
+        if _Share.users == 0:
+            return
+        _Share.users -= 1
+        if _Share.users == 0:
+            ray.shutdown()
+
+
+def _join(ray: Any, address: str, timeout: float) -> None:
     failure: list[BaseException] = []
 
     def init() -> None:
@@ -90,7 +119,6 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
         cause = text.splitlines()[0].split(". ")[0][:200] if text else type(failure[0]).__name__
         raise ClusterUnavailable(f"the Ray cluster at {address} is not reachable ({cause}): start its head "
                                  "with `ray start --head` or fix [cluster] address")
-    return ray
 
 
 def _probe(address: str) -> None:
@@ -111,6 +139,7 @@ def join(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
     """`connect`, and ClusterUnavailable when no node of the cluster has a slot for a trial."""
     ray = connect(address, timeout)
     if cluster_slots(ray) < 1:
+        leave(ray)
         raise ClusterUnavailable(f"no node of the Ray cluster at {address} declares a {SLOT}: "
                                  "join nodes with "
                                  f"`ray start --address … --resources '{{\"{SLOT}\": 8}}'`")
@@ -192,7 +221,10 @@ class ClusterRunner:
                 handle.running.pop(trial_plan.trial_id, None)
 
     def close(self) -> None:
-        self.ray.kill(self.stops)
+        try:
+            self.ray.kill(self.stops)
+        finally:
+            leave(self.ray)
 
 
 def _follow(engine: Engine, ray: Any, job: Job, trial_plan: TrialPlan, remote: RemoteTrial,

@@ -153,3 +153,40 @@ def test_a_nodes_sweep_removes_only_job_folders_unused_for_a_week(suite, tmp_pat
     os.utime(used, (week_ago, week_ago))
     assert job.place(tmp_path) == used  # used again now: kept
     assert sweep_jobs(tmp_path) == 1 and not old.exists() and used.is_dir()
+
+
+class _FakeRay:
+    """The three calls the connection's sharing makes (a unit test of its counting)."""
+
+    def __init__(self, joined: bool = False):
+        self.joined, self.inits, self.shutdowns = joined, 0, 0
+
+    def is_initialized(self) -> bool:
+        return self.joined
+
+    def init(self, **_kw) -> None:
+        self.joined, self.inits = True, self.inits + 1
+
+    def shutdown(self) -> None:
+        self.joined, self.shutdowns = False, self.shutdowns + 1
+
+
+def test_the_last_batch_on_proctors_connection_disconnects_and_a_callers_stays(monkeypatch):
+    """Joined after its batches, a studio would be ended by Ray a minute after the cluster's
+    head went away; a connection the caller made is theirs to end."""
+    from engine.cluster import runner
+
+    fake = _FakeRay()
+    monkeypatch.setattr(runner, "require_ray", lambda: fake)
+    monkeypatch.setattr(runner._Share, "users", 0)
+    first, second = runner.connect("auto"), runner.connect("auto")  # two batches at once
+    assert fake.inits == 1
+    runner.leave(first)
+    assert fake.joined  # the other batch still runs
+    runner.leave(second)
+    assert not fake.joined and fake.shutdowns == 1
+
+    theirs = _FakeRay(joined=True)
+    monkeypatch.setattr(runner, "require_ray", lambda: theirs)
+    runner.leave(runner.connect("auto"))
+    assert theirs.joined and theirs.inits == theirs.shutdowns == 0
