@@ -66,17 +66,17 @@ def diagnose(host: str | None = None, image: str = BASE_IMAGE, *,
             refused.append((url, "permission denied"))
             continue
         if error is not None:
-            refused.append((url, _why(error)))
+            refused.append((url, discovery.cause(error)))
             continue
         try:
             client = docker.DockerClient(base_url=url, timeout=discovery.PROBE_TIMEOUT_S)
         except DockerException as e:
-            refused.append((url, _why(e)))
+            refused.append((url, discovery.cause(e)))
             continue
         try:
             return _with_daemon(client, url, image, docker_up)
         except (DockerException, OSError) as e:
-            refused.append((url, _why(e)))
+            refused.append((url, discovery.cause(e)))
         finally:
             client.close()
     if denied is not None:
@@ -148,14 +148,6 @@ def _unix_error(url: str) -> OSError | None:
         except OSError as e:
             return e
     return None
-
-
-def _why(error: Exception) -> str:
-    if isinstance(error, FileNotFoundError):
-        return "no socket there"
-    if isinstance(error, ConnectionRefusedError):
-        return "nothing listening"
-    return discovery._cause(error)  # the words `connect()` uses for the rest
 
 
 def _socket_path(url: str) -> str | None:

@@ -32,7 +32,7 @@ def connect(timeout: int = 120) -> docker.DockerClient:
             return client
         except DockerException as e:
             raise DockerUnavailable(
-                f"Docker is not reachable at {host} ({_cause(e)}): start the daemon "
+                f"Docker is not reachable at {host} ({cause(e)}): start the daemon "
                 "(e.g. `sudo systemctl start docker`, or `sudo bash packaging/docker-up`) "
                 f"or set DOCKER_HOST (`export DOCKER_HOST={PRIVATE_HOST}` for Proctor's own)"
             ) from None
@@ -41,7 +41,7 @@ def connect(timeout: int = 120) -> docker.DockerClient:
         try:
             return _probe(url, timeout)
         except (DockerException, OSError) as e:
-            causes.append(f"{url} ({_cause(e)})")
+            causes.append(f"{url} ({cause(e)})")
     raise DockerUnavailable(
         f"Docker is not reachable at {' nor at '.join(causes)}: start the daemon "
         "(`sudo systemctl start docker`, or `sudo bash packaging/docker-up` for Proctor's own), "
@@ -61,7 +61,7 @@ def _probe(url: str, timeout: int) -> docker.DockerClient:
     return client
 
 
-def _cause(error: Exception) -> str:
+def cause(error: Exception) -> str:
     """Why a socket did not answer, in a few words."""
     text = str(error)
     if "No such file" in text or "FileNotFoundError" in text:
