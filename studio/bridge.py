@@ -6,12 +6,14 @@ times a second and emits the events as one list, so widgets are touched only
 on the GUI thread and never once per event. That a batch ended is read from
 its handle, and said after its last event. Batches started elsewhere (a
 `proctor run` on the same store) reach the studio the same way: their events
-are polled from the store.
+are polled from the store, read and parsed on a worker thread (up to
+MAX_PER_DRAIN events a poll would stall the GUI thread), one poll at a time.
 """
 
 from __future__ import annotations
 
 import queue
+from functools import partial
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -19,10 +21,12 @@ from engine.batch import BatchHandle, BatchPlan, Engine
 from engine.events import Event
 from engine.sandbox.client import DockerUnavailable, connect
 from engine.store import Store
+from studio.off_gui import OffGuiThread
 
 DRAIN_MS = 50
 POLL_MS = 500
 MAX_PER_DRAIN = 20_000
+POLLED_CHUNK = 2_000  # polled events emitted per pass of the event loop, not a poll's 20,000 at once
 
 
 class EngineBridge(QObject):
@@ -37,6 +41,10 @@ class EngineBridge(QObject):
         self._own: set[str] = set()  # every batch this studio started: their events come by the queue
         self._engine: Engine | None = None
         self._last_seq = store.last_event_seq()
+        self._reader = OffGuiThread(self)
+        self._polling = False  # a poll is reading: the next waits for it, so events stay in order
+        self._polled: list[Event] = []  # read, not emitted yet
+        self._emit_more = QTimer(self, singleShot=True, interval=0, timeout=self._emit_polled)
         self._drain = QTimer(self, interval=DRAIN_MS, timeout=self._drain_queue)
         self._drain.start()
         self._poll = QTimer(self, interval=POLL_MS, timeout=self._poll_store)
@@ -111,18 +119,37 @@ class EngineBridge(QObject):
 
     def _poll_store(self) -> None:
         """Events other processes wrote (a CLI run on this store); ours come by the queue."""
-        try:
-            last = self.store.last_event_seq()
-            if last <= self._last_seq:
-                return
-            rows = self.store.events(after_seq=self._last_seq, limit=MAX_PER_DRAIN,
-                                     exclude_batches=self._own)
-        except Exception:  # a busy or vanished store: try again on the next tick
+        if self._polling:
             return
+        self._polling = True
+        self._reader.run(partial(self._read_new, self._last_seq, frozenset(self._own)),
+                         self._deliver_polled)
+
+    def _read_new(self, after_seq: int, own: frozenset[str]) -> tuple[int, list[Event]]:
+        """On the worker thread: the seq to poll after next time, and the new events."""
+        last = self.store.last_event_seq()
+        if last <= after_seq:
+            return after_seq, []
+        rows = self.store.events(after_seq=after_seq, limit=MAX_PER_DRAIN, exclude_batches=own)
         # Our own events were skipped in SQL; move past them too.
-        self._last_seq = rows[-1][0] if len(rows) == MAX_PER_DRAIN else last
-        if rows:
-            self.events.emit([event for _, event in rows])
+        return (rows[-1][0] if len(rows) == MAX_PER_DRAIN else last), [event for _, event in rows]
+
+    def _deliver_polled(self, result: tuple[int, list[Event]] | Exception) -> None:
+        self._polling = False
+        if isinstance(result, Exception) or not self._poll.isActive():
+            return  # a busy or vanished store: try again on the next tick; or shut down
+        self._last_seq, events = result
+        # A batch this studio started while the poll read: its events come by the queue.
+        self._polled += [event for event in events if event.batch_id not in self._own]
+        self._emit_polled()
+
+    def _emit_polled(self) -> None:
+        if self._polled:
+            chunk = self._polled[:POLLED_CHUNK]
+            del self._polled[:POLLED_CHUNK]
+            self.events.emit(chunk)
+            if self._polled:
+                self._emit_more.start()
 
 
 __all__ = ["EngineBridge", "DockerUnavailable"]
