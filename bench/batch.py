@@ -15,7 +15,13 @@ From the engine batch's stored records it also prints the slot-wait share of wal
 time: the sum of each trial's `timings.slot_ms` over the sum of each trial's total
 span (first phase start to last phase end), and the mean/max slot wait.
 
-Prints per-round figures, the medians, and `throughput engine/raw: X.XX (goal >= 0.8)`.
+The engine frees a trial's slot once its record is committed and removes the container
+in the background (engine/sandbox/reaper.py); the batch, and so the clock, still ends
+only once every container is gone. The raw side removes each container in its slot,
+as naive docker-py code does. The mean teardown span per trial (in the slot: the
+gateway stopped, the wait for a removal place) is printed beside the ratio.
+
+Prints per-round figures, the medians, and `throughput engine/raw: X.XX (goal >= 1.3)`.
 Always exits 0.
 
     DOCKER_HOST=unix:///run/proctor-docker/docker.sock python bench/batch.py --rounds 3
@@ -53,6 +59,7 @@ class EngineRound:
     slot_ms: list[int]          # each trial's timings.slot_ms
     span_ms: list[int]          # each trial's first phase start → last phase end
     failed: int                 # trials that did not pass
+    teardown_ms: list[int]      # each trial's teardown span (removal runs after it, in the background)
 
     @property
     def slot_share(self) -> float:
@@ -69,6 +76,7 @@ class RawRound:
     wall: float                 # pool created → last trial done
     cpu: float
     trial_s: list[float]        # each trial's own time
+    remove_s: list[float]       # each trial's container removal, inside its slot
 
 
 def engine_batch(engine: Engine, store: Store, config, cases, trials: int, concurrency: int) -> EngineRound:
@@ -84,6 +92,7 @@ def engine_batch(engine: Engine, store: Store, config, cases, trials: int, concu
     slots: list[int] = []
     spans: list[int] = []
     failed = 0
+    teardowns: list[int] = []
     for trial_id in ids:  # read after the clock stopped
         record: TrialRecord | None = store.get_trial(trial_id)
         assert record is not None and record.timings is not None
@@ -93,10 +102,11 @@ def engine_batch(engine: Engine, store: Store, config, cases, trials: int, concu
                 print(f"  warning: engine trial {trial_id} ended {record.outcome}: {record.failure}",
                       file=sys.stderr)
         slots.append(record.timings.slot_ms)
+        teardowns.append(record.timings.teardown_ms)
         spans.append(max(s.end_ms for s in record.phases) - min(s.start_ms for s in record.phases))
     if len(ids) != trials:
         print(f"  warning: the engine batch holds {len(ids)} trials, not {trials}", file=sys.stderr)
-    return EngineRound(wall, cpu, slots, spans, failed)
+    return EngineRound(wall, cpu, slots, spans, failed, teardowns)
 
 
 def raw_batch(client: docker.DockerClient, owner: str, trials: int, concurrency: int) -> RawRound:
@@ -105,7 +115,8 @@ def raw_batch(client: docker.DockerClient, owner: str, trials: int, concurrency:
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="raw") as pool:
         results = list(pool.map(lambda _: raw_trial(client, owner), range(trials)))
     wall = time.perf_counter() - t0
-    return RawRound(wall, time.process_time() - c0, [r[0] for r in results])
+    return RawRound(wall, time.process_time() - c0, [r[0] for r in results],
+                    [r[1].get("remove", 0.0) for r in results])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,11 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"time holding a slot per trial (median over rounds of the mean): engine "
           f"{statistics.median(statistics.mean(e.busy_ms) for e in engine_rounds):.0f} ms, raw "
           f"{statistics.median(statistics.mean(w.trial_s) * 1000 for w in raw_rounds):.0f} ms")
+    print(f"teardown span per trial, engine (median over rounds of the mean): "
+          f"{statistics.median(statistics.mean(e.teardown_ms) for e in engine_rounds):.0f} ms, "
+          f"max {statistics.median(max(e.teardown_ms) for e in engine_rounds):.0f} ms; raw removal in the slot: "
+          f"{statistics.median(statistics.mean(w.remove_s) * 1000 for w in raw_rounds):.0f} ms")
     print(f"Python CPU per trial (this process, all threads; median): engine "
           f"{statistics.median(e.cpu for e in engine_rounds) / n * 1000:.1f} ms, raw "
           f"{statistics.median(w.cpu for w in raw_rounds) / n * 1000:.1f} ms")
     print()
-    print(f"throughput engine/raw: {med_e / med_r:.2f} (goal >= 0.8)")
+    print(f"throughput engine/raw: {med_e / med_r:.2f} (goal >= 1.3)")
     return 0
 
 

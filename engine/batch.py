@@ -8,6 +8,7 @@ import os
 import secrets
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -16,11 +17,15 @@ import docker
 
 from .cluster.runner import ClusterRunner, ClusterUnavailable, RayMissing
 from .config import Config, Variant
+from .harness import make_harness
+from .harness.cli import harness_packages, harness_secrets
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
 from .models import BatchSummary, Failure, TrialRecord
 from .phases.git_source import GitSources
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.gateway import GatewayHost
+from .sandbox.pool import PoolKey, SandboxPool
+from .sandbox.reaper import Reaper
 from .sandbox.hosts import DockerHost, HostPool, NoLiveHost, connect_host
 from .spec import Case, EvalFileError
 from .sandbox.client import DockerUnavailable
@@ -35,6 +40,18 @@ STALE_AFTER_S = 600  # no heartbeat for this long: the batch's process is gone
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(5)}"
+
+
+def warm_key(plan: TrialPlan) -> PoolKey | None:
+    """The warm containers a trial will claim, when known before it runs: an image by
+    reference (a build's tag is known once built) and no gateway, whose folder is mounted at create."""
+    case, defaults = plan.case, plan.config.defaults
+    image = case.image or defaults.image
+    harness = make_harness(plan.variant)
+    if not isinstance(image, str) or harness_packages(harness) or case.allow or case.secrets \
+            or harness_secrets(harness):
+        return None
+    return PoolKey(image, defaults.resources(case))
 
 
 def detect_trigger(default: str = "cli") -> str:
@@ -303,6 +320,8 @@ class Engine:
                 return self._skip(trial_plan, emit, void=str(e))
             trial = Trial(trial_plan, host.client, host.images, emit, self._save, self.gateways,
                           queued_at=queued_at, host_name=host.name, sources=sources)
+            trial.reaper = reaper  # its slot is free once the record is committed
+            trial.pool = warm
             with handle.lock:
                 handle.running[trial_plan.trial_id] = trial
             if handle.cancelled.is_set():
@@ -319,6 +338,8 @@ class Engine:
 
         status = "finished"
         cluster: ClusterRunner | None = None
+        reaper: Reaper | None = None
+        warm: SandboxPool | None = None
         try:
             try:  # [cluster]: each trial a Ray task on a node (engine.cluster); else these hosts
                 cluster = ClusterRunner(self, plan, handle, emit, plan.config.cluster.address) \
@@ -331,6 +352,9 @@ class Engine:
                 raise
             concurrency = plan.concurrency or (cluster.slots if cluster else hosts.slots)  # type: ignore[union-attr]
             one = cluster.run_one if cluster else run_one
+            # Ended trials' containers go in the background, at most `concurrency` pending.
+            reaper = Reaper(pending=concurrency)
+            warm = self._warm_pool(plan, handle, concurrency) if cluster is None else None
             with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="trial") as pool:
                 todo = list(handle.plans)
                 for retry in range(plan.retry_void + 1):
@@ -341,6 +365,10 @@ class Engine:
                     if not todo or handle.cancelled.is_set() or handle.failed:
                         break
         finally:
+            if warm is not None:  # no trial claims after this: the unclaimed ones go
+                warm.close()
+            if reaper is not None:  # the batch ends once every container it made is gone
+                reaper.close()
             heartbeat.set()
             self.store.remove_error_listener(store_failed)
             sources.close()
@@ -371,6 +399,21 @@ class Engine:
                 self._remote[entry.url] = host
             hosts.append(host)
         return HostPool(hosts)
+
+    def _warm_pool(self, plan: BatchPlan, handle: BatchHandle, concurrency: int) -> SandboxPool | None:
+        """Containers started ahead for the trials on this Docker ([defaults] warm, else the
+        batch's concurrency, per image and limits); None when warm = 0 or [[hosts]] run them."""
+        warm = concurrency if plan.config.defaults.warm is None else plan.config.defaults.warm
+        if warm == 0 or plan.config.hosts:
+            return None
+        pool = SandboxPool(self.local.client, handle.batch_id, self.owner, warm)
+        keys: dict[str, PoolKey | None] = {}
+        for p in handle.plans:  # a run's trials share their key
+            if p.run_id not in keys:
+                keys[p.run_id] = warm_key(p)
+        for key, trials in Counter(keys[p.run_id] for p in handle.plans if keys[p.run_id]).items():
+            pool.want(key, trials)
+        return pool
 
     def _save(self, record: TrialRecord) -> None:
         """Save a trial's record and return once it is committed, so "saved" is said only then."""

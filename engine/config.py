@@ -21,7 +21,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .cost import Price
 from .harness.registry import HarnessOptions, UnknownHarness, harness_class
-from .options import (Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size, Trials, User,
+from .options import (MAX_CONCURRENCY, Concurrency, Cpus, Duration, EnvName, Filled, Memory, Pids, Reference, Size, Trials, User,
                       explain, name_list, shown)
 from .spec import Case, EvalFileError
 
@@ -49,6 +49,9 @@ class Defaults(_Section):
     image: Reference | None = None
     timeout: Duration = 15 * 60
     concurrency: Concurrency = 4
+    # Containers kept started ahead of need per (image, limits) (engine.sandbox.pool);
+    # None: the batch's concurrency, 0: none.
+    warm: Annotated[int, Field(ge=0, le=MAX_CONCURRENCY)] | None = None
     trials: Trials = 1
     # The sandbox's limits (SPEC.md additions); each case may override them.
     memory: Memory = 4 << 30

@@ -25,6 +25,7 @@ from .recorder import OpenPhase, Recorder
 from .text import clip_line, item_line, plural
 from .redact import holds_password_assignment
 from .sandbox.container import Sandbox, SandboxGone
+from .sandbox import layer
 from .sandbox.tree import Tree
 from .spec import parse_duration
 
@@ -165,7 +166,7 @@ class Context:
             raise TrialAborted()
         with rec.phase("diff", index=n) as phase:
             previous, snapshot = self._previous_tree, runtime.snapshot
-            tree = self._sandbox_call(runtime.sandbox.read_tree, base=previous)
+            tree = self._sandbox_call(layer.turn_tree, runtime.sandbox, previous)
             record.diff, changed = self._sandbox_call(tree_diff, previous, tree)
             if previous is snapshot:  # the first turn: its own diff is the cumulative one; not made twice
                 self._cumulative, self._files_changed = record.diff, changed

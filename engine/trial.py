@@ -36,9 +36,12 @@ from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
+from .sandbox.pool import PoolKey, SandboxPool
+from .sandbox.reaper import Reaper
 from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
 from .sandbox.node_cli import CliInstallFailed
+from .sandbox import layer
 from .sandbox.tree import Tree
 from .spec import Case
 from .cost import price_record
@@ -71,6 +74,12 @@ class TrialPlan:
 
 
 class Trial:
+    # Set by the batch: the sandbox is then removed in the background once the record is
+    # committed (engine.sandbox.reaper); None removes it in the teardown phase itself.
+    reaper: Reaper | None = None
+    # Set by the batch: warm containers a trial claims instead of making one (engine.sandbox.pool).
+    pool: SandboxPool | None = None
+
     def __init__(self, plan: TrialPlan, client: docker.DockerClient, images: Images,
                  sink: EventSink, save: Callable[[TrialRecord], None], gateways: GatewayHost,
                  host_env: dict[str, str] | None = None, queued_at: float | None = None,
@@ -232,7 +241,8 @@ class Trial:
                 raise Void(f"this case needs the egress gateway, which runs only on a local Docker host "
                            f"(unix://), not on {self.record.host}", "container")
             mounts = self.egress.start(self.client, owner) if self.egress.needed else None
-            self.sandbox = Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
+            warm = self._claim_warm(tag)
+            self.sandbox = warm or Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
             if self.aborted.is_set():  # cancelled while the container was being made
                 self.sandbox.destroy()
             self.watchdog = Watchdog(self.sandbox, self.resources, self.limit_reached)
@@ -240,6 +250,8 @@ class Trial:
             rec.progress("container", self.sandbox.limits_text(self.resources))
             phase.detail = self.sandbox.short_id
             phase.text, phase.extras = f"created {self.sandbox.short_id}", ["no network"]
+            if warm is not None:
+                phase.text = f"claimed warm {self.sandbox.short_id}"
             if self.egress.needed:
                 gateway = self.egress.attach(self.sandbox)
                 phase.extras = ["no network, gateway only", gateway]
@@ -261,12 +273,20 @@ class Trial:
         with rec.phase("setup") as phase:
             phase.text = self._setup()
         with rec.phase("snapshot") as phase:
-            self.snapshot = self.sandbox.read_tree()
+            self.snapshot = layer.snapshot(self.sandbox)  # from the host where it can
             phase.text = plural(len(self.snapshot), "file")
         with rec.phase("harness") as phase:
             runs_as = self.sandbox.hand_over() if self.resources.user == "agent" else "agent runs as root"
             phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
             phase.extras = [runs_as]
+
+    def _claim_warm(self, tag: str) -> Sandbox | None:
+        """A started container from the batch's pool, or None: make one. A case with a gateway
+        goes cold, its socket folder being mounted at create."""
+        pool = self.pool
+        if pool is None or self.egress.needed or pool.client is not self.client:
+            return None
+        return pool.claim(PoolKey(tag, self.resources))
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,
@@ -353,20 +373,42 @@ class Trial:
             self.recorder.add_turn(TurnRecord(index=running, prompt="", status="aborted", ms=0))
 
     def _teardown(self) -> None:
+        """With a reaper, the span measures what the slot still waits for: the gateway stopped,
+        its log read, a free removal place; the removal itself runs after, in the background."""
         if self.watchdog is not None:
             self.watchdog.stop()
         with self.recorder.phase("teardown") as phase:
             failure = self.record.failure
             phase.timed, phase.detail = False, f"outcome {self.record.outcome}"
             phase.text = phase.detail + (f" · {failure.kind}: {failure.reason}" if failure else "")
-            if self.sandbox is not None and not self.sandbox.destroyed:
-                try:
-                    self.sandbox.destroy()
-                except (DockerException, OSError) as e:  # OSError: the daemon itself went away
-                    phase.extras = [f"could not remove the container: {str(e)[:100]}"]
-            self.record.egress = self.egress.close()
+            if self.reaper is not None and self.sandbox is not None:
+                # Stopped before its log is read: no request the agent makes later leaves unlogged.
+                gateway, self.egress.gateway = self.egress.gateway, None  # its volume and folder go later
+                if gateway is not None:
+                    gateway.close()
+                    self.record.egress = gateway.entries()
+                if not self.sandbox.destroyed:  # else the trial's stop removed it already
+                    phase.extras = ["container removed in the background"]
+                waited = self.reaper.submit(f"container {self.sandbox.short_id}", self._remove)
+                if waited >= 0.001:  # back-pressure: every removal place was taken
+                    phase.extras.append(f"waited {fmt_ms(int(waited * 1000))} for a removal place")
+            else:
+                if self.sandbox is not None and not self.sandbox.destroyed:
+                    try:
+                        self.sandbox.destroy()
+                    except (DockerException, OSError) as e:  # OSError: the daemon itself went away
+                        phase.extras = [f"could not remove the container: {str(e)[:100]}"]
+                self.record.egress = self.egress.close()
             if self.record.egress:
                 phase.extras.append(f"{len(self.record.egress)} requests in the egress log")
+
+    def _remove(self) -> None:
+        """On a reaper thread, after the trial: the container, then the gateway's volume and folder."""
+        try:
+            if self.sandbox is not None and not self.sandbox.destroyed:
+                self.sandbox.destroy()
+        finally:
+            self.egress.close()
 
     def _finish(self) -> TrialRecord:
         rec, record = self.recorder, self.record

@@ -7,7 +7,9 @@ gateway folder (its gateway socket) `proctor-gw-PID-TICKS-…`, a batch's git
 folder (its git sources, fetched on the host) `proctor-git-PID-TICKS-…`, a
 sandbox's tree folder (the workspace contents its diffs read) `proctor-tree-PID-TICKS-…`. The
 sweep at every start removes only what belongs to a process that is gone, so a
-live studio and a live CLI run on one machine never sweep each other.
+live studio and a live CLI run on one machine never sweep each other. A warm
+container (engine.sandbox.pool) carries `proctor.pool` and no trial (its labels
+are fixed before a trial claims it); a gone owner's are swept with the rest.
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ def labels(batch_id: str, trial_id: str, owner: str) -> dict[str, str]:
     return {LABEL: "1", "proctor.batch": batch_id, "proctor.trial": trial_id, "proctor.owner": owner}
 
 
+POOL_LABEL = "proctor.pool"
+
+
+def pool_labels(batch_id: str, owner: str) -> dict[str, str]:
+    """A warm container's: a cold sandbox's labels but the trial's, which no one knows yet
+    (labels cannot change after a container is made)."""
+    return {LABEL: "1", "proctor.batch": batch_id, "proctor.owner": owner, POOL_LABEL: "1"}
+
+
 def owner_folder(prefix: str, owner: str, tmp: Path | None = None) -> Path:
     """A new host folder named after `owner`, so the sweep can tell when it is left behind;
     0700, so only this user reaches what it holds."""
@@ -84,6 +95,7 @@ class Swept:
     folders: int = 0  # gateway folders
     git_folders: int = 0
     tree_folders: int = 0
+    pool: int = 0  # warm containers (engine.sandbox.pool), among `containers`
 
     def __str__(self) -> str:
         closed = f", closed {len(self.trials)} trials as infra_error" if self.trials else ""
@@ -108,6 +120,7 @@ def sweep(client: docker.DockerClient, everything: bool = False) -> Swept:
         if abandoned(container_labels):
             _quietly(lambda: client.api.remove_container(container["Id"], force=True))
             swept.containers += 1
+            swept.pool += POOL_LABEL in container_labels
             if trial := container_labels.get("proctor.trial"):
                 swept.trials.append(trial)  # type: ignore[union-attr]
     for network in client.networks.list(filters=flt):

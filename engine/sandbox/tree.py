@@ -138,6 +138,8 @@ class Tree(Mapping[str, bytes]):
         # Files not kept that a diff names by their own size (too large to diff), not by their mark.
         self.sized: set[str] = set()
         self.wrote: set[bytes] = set()
+        # How the host saw the files when this tree was read (layer.LayerIndex), if it did.
+        self.layer: object | None = None
         self._share = _Sharing(base) if base is not None else None
 
     def add(self, path: str, size: int, digest: bytes, held: bytes | None = None,

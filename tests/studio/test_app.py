@@ -5,6 +5,7 @@ errors shown in the window, and headless screenshots."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -52,10 +53,14 @@ def _slow_suite(folder, sleep_agent=GATED_AGENT, trials=2):
     return folder / "live.eval.py"
 
 
-def _open_gate(docker_client, trial_id) -> None:
-    """Let a GATED_AGENT trial go on: the gate is a file in its sandbox."""
-    for container in docker_client.containers.list(filters={"label": f"proctor.trial={trial_id}"}):
-        container.exec_run(["touch", "/tmp/proctor-gate"])
+def _open_gate(docker_client, trial_id, events) -> None:
+    """Let a GATED_AGENT trial go on: the gate is a file in its sandbox, found by the id its
+    container phase named ("created ID", or "claimed warm ID": a warm container was labelled
+    before any trial claimed it, so it carries no proctor.trial)."""
+    said = [e.summary for e in events if getattr(e, "trial_id", None) == trial_id
+            and getattr(e, "phase", None) == "container" and getattr(e, "summary", None)]
+    short_id = re.search(r"\b[0-9a-f]{12}\b", said[-1])[0]
+    docker_client.containers.get(short_id).exec_run(["touch", "/tmp/proctor-gate"])
 
 
 def _flushes_on(store) -> list[bool]:
@@ -310,14 +315,14 @@ def test_a_run_from_the_window_streams_live(docker_client, make_window, qtbot, t
     window.tabs.setCurrentWidget(window.timeline)
     assert "turn" in window.timeline.row_labels
 
-    _open_gate(docker_client, trial_id)
+    _open_gate(docker_client, trial_id, delivered)
     qtbot.waitUntil(lambda: "PASS" in window.header.outcome.text(), timeout=30_000)  # its stored record
     assert window.live.trial(trial_id) is None
     window.tabs.setCurrentWidget(window.trajectory)
     # The full record: header + 4 commands, then its check, once the record has its verdict.
     assert window.trajectory.model.rowCount() == 6 and window.trajectory.model.rows[-1].kind == "validation"
     qtbot.waitUntil(lambda: len(set(turn_started())) == 2, timeout=30_000)
-    _open_gate(docker_client, turn_started()[-1])
+    _open_gate(docker_client, turn_started()[-1], delivered)
     qtbot.waitUntil(lambda: not window.bridge.is_running(batch_id), timeout=60_000)
     summary = window.store.batch_summary(batch_id)
     assert [t.outcome for t in summary.runs[0].trials] == ["pass", "pass"]
@@ -341,7 +346,7 @@ def test_a_cli_batch_on_the_same_store_appears_live(docker_client, make_window, 
         qtbot.waitUntil(lambda: window.browser.model.locate(batch_id).isValid(), timeout=10_000)
         assert window.browser.select_id(trial_id)
         qtbot.waitUntil(lambda: "RUNNING" in window.header.outcome.text())
-        _open_gate(docker_client, trial_id)
+        _open_gate(docker_client, trial_id, delivered)
         assert cli.wait(60) == 0, cli.stderr.read()
     finally:
         if cli.poll() is None:
