@@ -255,7 +255,11 @@ def test_a_brokered_download_never_hands_the_key_to_the_sandbox(echo: tuple[Gate
                 for at in ECHOES:
                     expected[at:at + len(VALUE)] = VALUE.encode()
                 assert body == bytes(expected).replace(VALUE.encode(), PLACEHOLDER.encode())
-    entries = [e for e in gateway.entries() if e.path == "/d"]
+    # An entry is logged once the answer's last byte has passed, which the client may read a
+    # moment before: wait for the second (one full run saw only the first).
+    deadline = time.monotonic() + 10
+    while len(entries := [e for e in gateway.entries() if e.path == "/d"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert [(e.status, e.brokered) for e in entries] == [(200, ["KEY"])] * 2
     # Read from the upstream in big steps, not a TLS record (16 KiB) at a time.
     assert sum(steps) == 2 * BODY and sum(steps) / len(steps) > 48 << 10
