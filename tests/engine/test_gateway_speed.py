@@ -233,28 +233,20 @@ def test_a_brokered_download_never_hands_the_key_to_the_sandbox(echo: tuple[Gate
         return feed(self, data)
 
     monkeypatch.setattr(_Unswap, "feed", counted)
-    with socket.socket(socket.AF_UNIX) as raw:
-        raw.settimeout(20)
-        raw.connect(str(gateway.spec.socket_path))
-        raw.sendall(f"CONNECT {API}:443 HTTP/1.1\r\nHost: {API}:443\r\n\r\n".encode())
-        head = b""
-        while not head.endswith(b"\r\n\r\n"):
-            head += raw.recv(1)
-        context = ssl.create_default_context(cadata=cadata.decode())
-        with context.wrap_socket(raw, server_hostname=API) as tls:
-            for _ in range(2):  # the second on the kept-alive connection to the upstream
-                tls.sendall(f"GET /d HTTP/1.1\r\nHost: {API}\r\nAuthorization: Bearer {PLACEHOLDER}"
-                            f"\r\n\r\n".encode())
-                response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
-                response.begin()
-                body = response.read()
-                assert response.status == 200
-                assert VALUE.encode() not in body
-                # Every echo came back as the placeholder, and nothing else moved.
-                expected = bytearray(random.Random(3).randbytes(BODY))
-                for at in ECHOES:
-                    expected[at:at + len(VALUE)] = VALUE.encode()
-                assert body == bytes(expected).replace(VALUE.encode(), PLACEHOLDER.encode())
+    with brokered(gateway, cadata) as tls:
+        for _ in range(2):  # the second on the kept-alive connection to the upstream
+            tls.sendall(f"GET /d HTTP/1.1\r\nHost: {API}\r\nAuthorization: Bearer {PLACEHOLDER}"
+                        f"\r\n\r\n".encode())
+            response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
+            response.begin()
+            body = response.read()
+            assert response.status == 200
+            assert VALUE.encode() not in body
+            # Every echo came back as the placeholder, and nothing else moved.
+            expected = bytearray(random.Random(3).randbytes(BODY))
+            for at in ECHOES:
+                expected[at:at + len(VALUE)] = VALUE.encode()
+            assert body == bytes(expected).replace(VALUE.encode(), PLACEHOLDER.encode())
     # An entry is logged once the answer's last byte has passed, which the client may read a
     # moment before: wait for the second (one full run saw only the first).
     deadline = time.monotonic() + 10
