@@ -61,6 +61,9 @@ def detect_trigger(default: str = "cli") -> str:
     return default
 
 
+MAX_RETRY_VOID = 10  # a trial void ten times over has a cause no retry fixes
+
+
 @dataclass
 class BatchPlan:
     cases: list[Case]

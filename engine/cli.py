@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .batch import BatchPlan, Engine, detect_trigger
+from .batch import MAX_RETRY_VOID, BatchPlan, Engine, detect_trigger
 from .cluster.runner import ClusterUnavailable, RayMissing, join
 from .config import ClusterConfig, cluster_address, find_config, load_config
 from .events import Event, PhaseEnded, PhaseProgress, TrialFinished, TrialStarted
@@ -34,7 +34,6 @@ from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batch
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 OUTCOMES = ("pass", "fail", "infra_error", "skipped", RUNNING)  # RUNNING: no outcome yet
 LS_LIMIT = 20  # batches `ls` lists unless told
-MAX_RETRY_VOID = 10  # a trial void ten times over has a cause no retry fixes
 GLYPH = {"pass": "✓", "fail": "✗", "infra_error": "○", "skipped": "–"}
 
 

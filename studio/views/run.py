@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 import engine.config as config_module
-from engine.batch import BatchPlan
+from engine.batch import MAX_RETRY_VOID, BatchPlan
 from engine.config import Config, Variant, find_config, load_config
 from engine.spec import MAX_CONCURRENCY, MAX_TRIALS, Case, EvalFileError, find_eval_files, load_cases
 from engine.text import plural
@@ -93,6 +93,14 @@ class RunDialog(QDialog):
         self.concurrency = QSpinBox(minimum=1, maximum=MAX_CONCURRENCY,
                                     toolTip="Trials running at once, each in its own sandbox")
         self.concurrency_note = QLabel(styleSheet=MUTED)
+        self.retry_void = QSpinBox(minimum=0, maximum=MAX_RETRY_VOID, specialValueText="never",
+                                   toolTip="Run a void trial (infra_error) again, up to this many times, "
+                                           "as a new attempt of the same trial; scored trials never run again")
+        self.retry_void_note = QLabel(styleSheet=MUTED)
+        self.retry_void.valueChanged.connect(lambda n: self.retry_void_note.setText(
+            "a void trial stays void" if n == 0 else
+            f"more {'attempt' if n == 1 else 'attempts'} of a void trial at most; a scored one never"))
+        self.retry_void.valueChanged.emit(0)
         self.cluster = QLineEdit(placeholderText=CLUSTER_HINT,
                                  toolTip="A Ray cluster to run the trials on, each on a node with a free "
                                          "proctor_slot: auto, HOST:PORT or ray://HOST:10001. Empty runs "
@@ -109,6 +117,7 @@ class RunDialog(QDialog):
         form.addRow("Variants", self.variants)
         form.addRow("Trials per run", _beside(self.trials, self.trials_note))
         form.addRow("Concurrency", _beside(self.concurrency, self.concurrency_note))
+        form.addRow("Retry void", _beside(self.retry_void, self.retry_void_note))
         form.addRow("Cluster", _beside(self.cluster, self.cluster_note))
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.run_button = buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
@@ -300,7 +309,7 @@ class RunDialog(QDialog):
                 cases=[c for c in cases if c.id in names], variants=config.select_variants(variants),
                 config=self.settings.defaults_for(config), trials=self._trials_override(),
                 concurrency=None if concurrency == config.defaults.concurrency else concurrency,
-                trigger="studio")
+                trigger="studio", retry_void=self.retry_void.value())
         except EvalFileError as e:
             self.summary.clear()
             self.error.setText(str(e))

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog
 
+from engine.batch import MAX_RETRY_VOID
 from engine.spec import MAX_TRIALS
 from studio.views.run import RunDialog
 from tests.conftest import DEFAULT_TOML
@@ -134,3 +135,15 @@ def test_a_file_that_does_not_load_keeps_its_error_when_run_is_pressed(dialog, t
     assert "no such file or folder" in d.error.text()
     d._accept()
     assert d.plan is None and "no such file or folder" in d.error.text()
+
+
+def test_void_trials_are_retried_only_when_asked(suite, dialog):
+    d = dialog(suite(EVAL))
+    assert d.retry_void.value() == 0
+    d.run_button.click()
+    assert d.plan.retry_void == 0  # as `proctor run` without --retry-void
+    d = dialog(suite(EVAL))
+    d.retry_void.setValue(2)
+    d.run_button.click()
+    assert d.plan.retry_void == 2
+    assert d.retry_void.maximum() == MAX_RETRY_VOID
