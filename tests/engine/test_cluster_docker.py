@@ -185,7 +185,9 @@ echo '{"type":"finished","reason":"done"}'
 """
 
 
-def test_ctrl_c_on_a_cluster_driver_leaves_no_container(ray_cluster, suite, tmp_path, docker_client):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_on_a_cluster_driver_leaves_no_container(ray_cluster, suite, tmp_path, docker_client, stop):
+    """Ctrl-C, and SIGTERM (a CI cancel, a shutdown), which SPEC says does the same."""
     cluster, _ = ray_cluster
     path = suite(HEADER + f"""
 @evaluation(trials=2, {AGENT_FILES})
@@ -197,7 +199,7 @@ def sleeps(c):
                                "--store", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     batch = _wait_for_sandboxes(docker_client, db, 2, driver)
-    driver.send_signal(signal.SIGINT)
+    driver.send_signal(stop)
     out, err = driver.communicate(timeout=90)
     assert driver.returncode == 130, err
     assert left_behind(docker_client, batch) == []  # the nodes tore their sandboxes down themselves
