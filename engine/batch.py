@@ -20,7 +20,7 @@ from .config import Config, Variant
 from .harness import make_harness
 from .harness.cli import harness_packages, harness_secrets
 from .events import BatchFinished, BatchStarted, Event, EventSink, PhaseStarted, TrialFinished
-from .models import BatchSummary, Failure, TrialRecord
+from .models import MAX_ATTEMPT, BatchSummary, Failure, TrialRecord
 from .phases.git_source import GitSources
 from .sandbox.cleanup import Swept, owner_alive, owner_id, sweep
 from .sandbox.gateway import GatewayHost
@@ -61,7 +61,7 @@ def detect_trigger(default: str = "cli") -> str:
     return default
 
 
-MAX_RETRY_VOID = 10  # a trial void ten times over has a cause no retry fixes
+MAX_RETRY_VOID = MAX_ATTEMPT - 1  # a trial void ten times over has a cause no retry fixes
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, field_serializer
 
-from .models import Failure, Outcome, PhaseName, PhaseStatus, TrajectoryItem
+from .models import MAX_ATTEMPT, Failure, Outcome, PhaseName, PhaseStatus, TrajectoryItem
 from .text import now_ms
 
 
@@ -48,7 +48,7 @@ class BatchFinished(_Event):
 class TrialStarted(_TrialEvent):
     type: Literal["trial_started"] = "trial_started"
     run_id: str
-    attempt: int = 1  # 2, 3, …: a void trial run again (`--retry-void`)
+    attempt: StrictInt = Field(default=1, ge=1, le=MAX_ATTEMPT)  # 2, 3, …: a void trial run again
 
 
 class PhaseStarted(_TrialEvent):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from .limits import USAGE_MAX
 
 SCHEMA_VERSION = 1
+# A trial's first try and up to ten more by `--retry-void`; a file saying more is refused.
+MAX_ATTEMPT = 11
 
 Outcome = Literal["pass", "fail", "infra_error", "skipped"]
 FailureKind = Literal["assertion", "judge", "timeout", "infra", "limit"]
@@ -178,7 +180,7 @@ class TrialRecord(_Model):
     variant: str
     trial: int
     # 1, or 2, 3, … for a void trial run again by `--retry-void`: a new record, same `trial`.
-    attempt: int = Field(default=1, ge=1)
+    attempt: StrictInt = Field(default=1, ge=1, le=MAX_ATTEMPT)
     trigger: Trigger
     outcome: Outcome | None = None  # None while the trial runs
     failure: Failure | None = None

@@ -225,3 +225,27 @@ def test_an_inspect_log_goes_to_the_inspect_reader(tmp_path):
         import_file(store, log)
     assert str(refused.value).startswith(f"{log}: ")
     assert "manifest" not in str(refused.value), "not read as a bundle"
+
+
+@pytest.mark.parametrize("attempt", [10 ** 30, 0, -1, 12, "2", 1.5, True])
+@pytest.mark.parametrize("where", ["record", "event"])
+def test_an_attempt_no_retry_can_make_is_refused(tmp_path, bundle_bytes, capsys, attempt, where):
+    """`attempt` (issue 15) comes from the file: 1 and up to --retry-void's 10 more, or nothing."""
+    changed = []
+    for name, data in members(bundle_bytes):
+        if where == "record" and name.endswith(f"/trials/{GREET}.json"):
+            record = json.loads(data)
+            record["attempt"] = attempt
+            data = json.dumps(record).encode()
+        if where == "event" and name.endswith(f"/events/{GREET}.jsonl"):
+            lines = data.splitlines()
+            first = json.loads(lines[0])
+            assert first["type"] == "trial_started"
+            first["attempt"] = attempt
+            data = b"\n".join([json.dumps(first).encode(), *lines[1:]]) + b"\n"
+        changed.append((name, data))
+    path = tmp_path / "hostile.zip"
+    path.write_bytes(rezip(changed))
+    assert main(["import", str(path), "--store", str(tmp_path / "s.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "attempt" in err, err
