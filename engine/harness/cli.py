@@ -159,5 +159,10 @@ class CliHarness:
         except (FileNotFoundError, FileTooLarge, ValueError):
             return None
         said = versions.get(self.package) if isinstance(versions, dict) else None
-        return str(said).split()[0] if isinstance(said, str) and said.strip() else None
+        return self.version_in(said) if isinstance(said, str) else None
+
+    @staticmethod
+    def version_in(said: str) -> str | None:
+        """The version in what `--version` printed: its first word ("2.1.332 (Claude Code)")."""
+        return said.split()[0] if said.strip() else None
 

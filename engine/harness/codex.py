@@ -20,8 +20,7 @@ from pydantic import field_validator
 
 from ..models import Usage
 from ..options import EnvName, Filled
-from ..sandbox.container import FileTooLarge, Sandbox
-from ..sandbox.node_cli import VERSIONS_FILE
+from ..sandbox.container import Sandbox
 from . import OnItem, TurnOutput
 from .cli import CliHarness, CliOptions
 from .streams import StreamParser
@@ -118,15 +117,10 @@ class CodexHarness(CliHarness):
         self._stream.result.model = self.options.model  # the stream never names it: ours
         return self._stream
 
-    def _installed_version(self, sandbox: Sandbox) -> str | None:
-        """`codex --version` says "codex-cli 0.171.0": the version is its second word."""
-        try:
-            versions = json.loads(sandbox.read_file(VERSIONS_FILE, limit=64_000))
-        except (FileNotFoundError, FileTooLarge, ValueError):
-            return None
-        said = versions.get(self.package) if isinstance(versions, dict) else None
-        words = said.split() if isinstance(said, str) else []
-        return next((w for w in words if w[:1].isdigit()), None)
+    @staticmethod
+    def version_in(said: str) -> str | None:
+        """`codex --version` says "codex-cli 0.171.0": the first word that starts with a digit."""
+        return next((w for w in said.split() if w[:1].isdigit()), None)
 
     def last_words(self, stderr: str, stdout: str) -> str | None:
         """Its argument parser's `error: …` line, not the "try '--help'" after it."""
