@@ -24,7 +24,6 @@ import zipfile
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -38,6 +37,7 @@ from .models import (Failure, PhaseSpan, Timings, TrajectoryItem, TrialRecord, T
 from .portable import Portable, PortableBatch, PortableRun
 from .redact import Redactor
 from .safezip import ZSTD, SafeZip, ZipLimits, ZipRefused, size_words
+from .text import iso_ms_or_none, read_iso
 
 Progress = Callable[[int, int], None]
 
@@ -456,25 +456,7 @@ def _name(value: Any, limit: int = limits.ITEM_NAME) -> str:
 
 
 def _epoch_ms(stamp: Any) -> float | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp() * 1000
-
-
-def _iso_of(ms: float | None) -> str | None:
-    if ms is None:
-        return None
-    try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return None
+    return read_iso(stamp) if isinstance(stamp, str) and stamp else None
 
 
 def _iso(stamp: Any) -> str | None:
@@ -482,7 +464,7 @@ def _iso(stamp: Any) -> str | None:
     if (isinstance(stamp, str) and len(stamp) == 32 and stamp.endswith("+00:00")
             and _UTC_MICROS.fullmatch(stamp)):
         return stamp[:23] + "Z"
-    return _iso_of(_epoch_ms(stamp))
+    return iso_ms_or_none(_epoch_ms(stamp))
 
 
 _UTC_MICROS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00")
@@ -641,7 +623,7 @@ class _Trial:
                           model=self.model())
         return TrialRecord(
             **ids, trial=s.epoch, trigger="api", outcome=outcome, failure=failure,
-            started_at=_iso_of(times.t0), finished_at=_iso_of(times.end), timings=times.timings,
+            started_at=iso_ms_or_none(times.t0), finished_at=iso_ms_or_none(times.end), timings=times.timings,
             usage=usage, phases=times.phases, turns=[turn], trajectory=items,
             command_count=commands, validations=[self.validation(v) for v in verdicts])
 

@@ -22,6 +22,28 @@ def iso_ms(epoch_ms: int | float) -> str:
         timespec="milliseconds").replace("+00:00", "Z")
 
 
+def read_iso(stamp: str) -> float | None:
+    """An ISO 8601 time (`…Z`, an offset, or none: UTC) as epoch milliseconds; None when it is
+    no time. For times from files and streams, which may say anything."""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp() * 1000
+
+
+def iso_ms_or_none(epoch_ms: float | None) -> str | None:
+    """`iso_ms`, or None for none or a time past what a record can write."""
+    if epoch_ms is None:
+        return None
+    try:
+        return iso_ms(epoch_ms)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def utc_now() -> str:
     return iso_ms(now_ms())
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 from ... import limits
 from ...models import TrajectoryItem, Usage
-from ...text import iso_ms, now_ms
+from ...text import iso_ms, iso_ms_or_none, now_ms, read_iso
 from .. import OnItem, TurnOutput
 
 NOTES_KEPT = 20  # notes about the stream itself (wrong-typed fields outside any item), per turn
@@ -87,16 +86,7 @@ def iso_time(value: Any) -> str | None:
     """An RFC 3339 time from a stream (`2026-11-29T17:40:47.120Z`) as the record writes times."""
     if not isinstance(value, str) or len(value) > 64:
         return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        return iso_ms(moment.timestamp() * 1000)
-    except (OverflowError, OSError, ValueError):
-        return None
+    return iso_ms_or_none(read_iso(value))
 
 
 class Fields:
