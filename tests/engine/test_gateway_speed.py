@@ -22,6 +22,7 @@ import pytest
 
 from engine.sandbox.ca import CertificateAuthority
 from engine.sandbox.gateway import BrokeredSecret, Gateway, GatewayHost, GatewaySpec, _Unswap
+from tests.engine.test_gateway import connect
 
 HOST = "files.example.test"
 SENT = random.Random(1).randbytes(3 << 20)  # what the sandbox uploads
@@ -190,14 +191,7 @@ def echo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, by
 
 def brokered(gateway: Gateway, cadata: bytes) -> ssl.SSLSocket:
     """CONNECT to the brokered host, then TLS verified against the gateway's CA."""
-    raw = socket.socket(socket.AF_UNIX)
-    raw.settimeout(20)
-    raw.connect(str(gateway.spec.socket_path))
-    raw.sendall(f"CONNECT {API}:443 HTTP/1.1\r\nHost: {API}:443\r\n\r\n".encode())
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        head += raw.recv(1)
-    return ssl.create_default_context(cadata=cadata.decode()).wrap_socket(raw, server_hostname=API)
+    return connect(gateway, API, cadata)
 
 
 def test_a_pooled_upstream_connection_the_host_closed_is_not_reused(echo: tuple[Gateway, bytes]):
