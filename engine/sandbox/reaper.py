@@ -17,6 +17,7 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 
+
 class Reaper:
     """A pool of removal threads with at most `pending` removals queued or running."""
 
