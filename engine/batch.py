@@ -8,7 +8,6 @@ import os
 import secrets
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -42,16 +41,16 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(5)}"
 
 
-def warm_key(plan: TrialPlan) -> PoolKey | None:
-    """The warm containers a trial will claim, when known before it runs: an image by
-    reference (a build's tag is known once built) and no gateway, whose folder is mounted at create."""
+def warm_key(plan: TrialPlan) -> tuple[PoolKey, bool] | None:
+    """What a trial's sandbox will be made of, when known before it runs (an image by
+    reference: a build's tag is known once built), and whether it mounts a gateway."""
     case, defaults = plan.case, plan.config.defaults
     image = case.image or defaults.image
     harness = make_harness(plan.variant)
-    if not isinstance(image, str) or harness_packages(harness) or case.allow or case.secrets \
-            or harness_secrets(harness):
+    if not isinstance(image, str) or harness_packages(harness):
         return None
-    return PoolKey(image, defaults.resources(case))
+    gateway = bool(case.allow or case.secrets or harness_secrets(harness))
+    return PoolKey(image, defaults.resources(case)), gateway
 
 
 def detect_trigger(default: str = "cli") -> str:
@@ -316,6 +315,8 @@ class Engine:
         def run_one(trial_plan: TrialPlan) -> str | None:
             """Run one trial; its outcome."""
             if handle.cancelled.is_set() or trial_plan.trial_id in handle.skip:
+                if warm is not None:
+                    warm.drop(trial_plan.trial_id)
                 return self._skip(trial_plan, emit)
             try:
                 host = hosts.acquire(handle.cancelled)
@@ -363,6 +364,7 @@ class Engine:
                 for retry in range(plan.retry_void + 1):
                     if retry:  # the void ones again, each a new record of the same trial number
                         todo = [self._again(p, handle) for p in todo]
+                        self._plan_warm(warm, todo)
                     outcomes = [f.result() for f in [pool.submit(one, p) for p in todo]]
                     todo = [p for p, outcome in zip(todo, outcomes) if outcome == "infra_error"]
                     if not todo or handle.cancelled.is_set() or handle.failed:
@@ -405,18 +407,25 @@ class Engine:
 
     def _warm_pool(self, plan: BatchPlan, handle: BatchHandle, concurrency: int) -> SandboxPool | None:
         """Containers started ahead for the trials on this Docker ([defaults] warm, else the
-        batch's concurrency, per image and limits); None when warm = 0 or [[hosts]] run them."""
+        batch's concurrency); None when warm = 0 or [[hosts]] run them."""
         warm = concurrency if plan.config.defaults.warm is None else plan.config.defaults.warm
         if warm == 0 or plan.config.hosts:
             return None
         pool = SandboxPool(self.local.client, handle.batch_id, self.owner, warm)
-        keys: dict[str, PoolKey | None] = {}
-        for p in handle.plans:  # a run's trials share their key
+        self._plan_warm(pool, handle.plans)
+        return pool
+
+    @staticmethod
+    def _plan_warm(pool: SandboxPool | None, plans: list[TrialPlan]) -> None:
+        """Each trial that can start warm, in the order the trials will start."""
+        if pool is None:
+            return
+        keys: dict[str, tuple[PoolKey, bool] | None] = {}
+        for p in plans:  # a run's trials share theirs
             if p.run_id not in keys:
                 keys[p.run_id] = warm_key(p)
-        for key, trials in Counter(keys[p.run_id] for p in handle.plans if keys[p.run_id]).items():
-            pool.want(key, trials)
-        return pool
+            if (known := keys[p.run_id]) is not None:
+                pool.plan(p.trial_id, *known)
 
     def _save(self, record: TrialRecord) -> None:
         """Save a trial's record and return once it is committed, so "saved" is said only then."""

@@ -36,7 +36,7 @@ from .redact import Redactor
 from .sandbox.cleanup import labels
 from .sandbox.container import Sandbox, SandboxGone
 from .sandbox.gateway import GatewayHost
-from .sandbox.pool import PoolKey, SandboxPool
+from .sandbox.pool import PoolKey, SandboxPool, Warm
 from .sandbox.reaper import Reaper
 from .sandbox.watchdog import Watchdog
 from .sandbox.images import ImageBuildFailed, ImageMissing, Images, describe
@@ -240,9 +240,13 @@ class Trial:
                 # The gateway's socket is bind-mounted: the daemon must share this machine's files.
                 raise Void(f"this case needs the egress gateway, which runs only on a local Docker host "
                            f"(unix://), not on {self.record.host}", "container")
-            mounts = self.egress.start(self.client, owner) if self.egress.needed else None
             warm = self._claim_warm(tag)
-            self.sandbox = warm or Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
+            if warm is not None:
+                self.sandbox = warm.sandbox  # the trial's from here: its teardown removes it
+            mounts = self.egress.start(self.client, owner, warm.mount if warm else None) \
+                if self.egress.needed else None
+            if warm is None:
+                self.sandbox = Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
             if self.aborted.is_set():  # cancelled while the container was being made
                 self.sandbox.destroy()
             self.watchdog = Watchdog(self.sandbox, self.resources, self.limit_reached)
@@ -280,13 +284,16 @@ class Trial:
             phase.text = f"{self.plan.variant.harness} harness · {self.harness.start(self.sandbox)}"
             phase.extras = [runs_as]
 
-    def _claim_warm(self, tag: str) -> Sandbox | None:
-        """A started container from the batch's pool, or None: make one. A case with a gateway
-        goes cold, its socket folder being mounted at create."""
+    def _claim_warm(self, tag: str) -> Warm | None:
+        """The started container the batch's pool made for this trial, or None: make one."""
         pool = self.pool
-        if pool is None or self.egress.needed or pool.client is not self.client:
+        if pool is None or pool.client is not self.client:
             return None
-        return pool.claim(PoolKey(tag, self.resources))
+        warm = pool.claim(self.plan.trial_id, PoolKey(tag, self.resources))
+        if warm is not None and (warm.mount is not None) != self.egress.needed:
+            warm.remove()  # made with a gateway folder this trial mounts not, or without one it does
+            return None
+        return warm
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/root", "PROCTOR": "1", "PROCTOR_TRIAL": self.plan.trial_id,

@@ -1,33 +1,27 @@
 """One trial's way out: its egress gateway, the relay in its sandbox, the CA it trusts.
 
-Started in the container phase (before the container, which mounts the
-gateway's socket folder), closed at teardown, when its log joins the record.
-A trial that declares no `allow` and no `secrets` has nothing to reach, so it
-gets no gateway: its sandbox simply has no network.
-
-The socket is the only way between the sandbox and this host, so it is all the
-sandbox gets: `proctor-gw-…/sock/` (the folder 0700, so no other user of this
-host reaches the socket) is mounted read-only, nosuid and nodev. Docker's bind
-mounts take no nosuid or nodev, so the folder becomes a local volume (`o=bind`
-with those options) mounted as it is: a remount would drop them.
+Started in the container phase, on the socket folder the container mounts
+(engine.sandbox.mount: made here before the container, or ahead with a warm one),
+closed at teardown, when its log joins the record. A trial that declares no `allow`
+and no `secrets` has nothing to reach, so it gets no gateway: its sandbox simply has
+no network. The socket is the only way between the sandbox and this host, so it is
+all the sandbox gets.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import docker
-from docker.errors import DockerException
 from docker.types import Mount
 
 from ..config import Config
 from ..errors import Void
 from ..models import EgressEntry
-from ..sandbox.cleanup import gateway_folder
 from ..sandbox.container import ENGINE_DIR, Sandbox
 from ..sandbox.gateway import BrokeredSecret, Gateway, GatewayError, GatewayHost, GatewaySpec
-from ..sandbox.relay import GATEWAY_DIR, SOCKET_NAME, RelayFailed, proxy_env, start_relay
+from ..sandbox.mount import GatewayMount, MountFailed
+from ..sandbox.relay import SOCKET_NAME, RelayFailed, proxy_env, start_relay
 from ..spec import Case, Secret
 
 CA_FILE = f"{ENGINE_DIR}/gateway-ca.pem"
@@ -46,25 +40,24 @@ class Egress:
         self.placeholders, self.values = placeholders, values
         self.secrets = case.secrets if secrets is None else secrets
         self.gateway: Gateway | None = None
-        self.folder: Path | None = None
-        self.volume: str | None = None
-        self.client: docker.DockerClient | None = None
+        self.mount: GatewayMount | None = None
         self.env: dict[str, str] = {}
 
     @property
     def needed(self) -> bool:
         return bool(self.case.allow or self.secrets)
 
-    def start(self, client: docker.DockerClient, labels: dict[str, str]) -> list[Mount]:
-        """Start the gateway; returns the mount the container needs (its socket's folder)."""
-        self.client = client
-        self.folder = gateway_folder(labels["proctor.owner"])
-        shared = self.folder / "sock"
-        shared.mkdir(mode=0o755)
-        shared.chmod(0o755)  # whatever the umask: the sandbox's agent user connects too
+    def start(self, client: docker.DockerClient, labels: dict[str, str],
+              mount: GatewayMount | None = None) -> list[Mount]:
+        """Start the gateway on `mount` (a warm sandbox's), or on a new one; returns what the
+        container mounts (its socket's folder)."""
+        try:
+            self.mount = mount or GatewayMount.make(client, labels)
+        except MountFailed as e:
+            raise Void(str(e), "container") from None
         base = self.config.path.parent if self.config.path else Path.cwd()
         spec = GatewaySpec(
-            socket_path=shared / SOCKET_NAME,
+            socket_path=self.mount.shared / SOCKET_NAME,
             allow=list(self.case.allow),
             secrets=[BrokeredSecret(name=name, placeholder=self.placeholders[name],
                                     value=self.values.get(name, ""), hosts=list(secret.hosts))
@@ -77,15 +70,7 @@ class Egress:
             self.gateway = self.host.start(spec)
         except GatewayError as e:
             raise Void(f"the egress gateway could not start: {e}", "container") from None
-        try:
-            self.volume = client.api.create_volume(
-                driver="local", labels=labels,
-                driver_opts={"type": "none", "o": "bind,ro,nosuid,nodev", "device": str(shared)})["Name"]
-        except DockerException as e:
-            raise Void(f"the egress gateway's folder could not be mounted: {str(e)[:200]}",
-                       "container") from None
-        # Mounted as the volume is (read-only, nosuid, nodev); no_copy: nothing of the image enters it.
-        return [Mount(target=GATEWAY_DIR, source=self.volume, type="volume", no_copy=True)]
+        return self.mount.mounts
 
     def attach(self, sandbox: Sandbox) -> str:
         """Start the relay in the sandbox and make it trust the gateway's CA; one line to show."""
@@ -106,13 +91,7 @@ class Egress:
             entries = self.gateway.entries()
             self.gateway.close()
             self.gateway = None
-        if self.volume is not None and self.client is not None:
-            try:  # after the container is gone; what stays behind, the sweep removes
-                self.client.api.remove_volume(self.volume, force=True)
-            except (DockerException, OSError):  # NotFound included
-                pass
-            self.volume = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
+        if self.mount is not None:  # after the container is gone
+            self.mount.remove()
+            self.mount = None
         return entries

@@ -8,8 +8,8 @@ folder (its git sources, fetched on the host) `proctor-git-PID-TICKS-…`, a
 sandbox's tree folder (the workspace contents its diffs read) `proctor-tree-PID-TICKS-…`. The
 sweep at every start removes only what belongs to a process that is gone, so a
 live studio and a live CLI run on one machine never sweep each other. A warm
-container (engine.sandbox.pool) carries `proctor.pool` and no trial (its labels
-are fixed before a trial claims it); a gone owner's are swept with the rest.
+container (engine.sandbox.pool) is made for one trial and carries its labels
+and `proctor.pool`; a gone owner's are swept with the rest.
 """
 
 from __future__ import annotations
@@ -66,12 +66,6 @@ def labels(batch_id: str, trial_id: str, owner: str) -> dict[str, str]:
 
 
 POOL_LABEL = "proctor.pool"
-
-
-def pool_labels(batch_id: str, owner: str) -> dict[str, str]:
-    """A warm container's: a cold sandbox's labels but the trial's, which no one knows yet
-    (labels cannot change after a container is made)."""
-    return {LABEL: "1", "proctor.batch": batch_id, "proctor.owner": owner, POOL_LABEL: "1"}
 
 
 def owner_folder(prefix: str, owner: str, tmp: Path | None = None) -> Path:

@@ -1,65 +1,82 @@
 """Warm sandboxes: containers created and started ahead of need, one pool per batch.
 
-For each key (an image and the sandbox's limits) a batch uses, up to `warm` started
-containers wait, made as a cold one is (`Sandbox.create`: no network, the same limits)
-and labelled as the pool's (`cleanup.pool_labels`). A trial claims one instead of making
-one. Claiming takes it out of the pool under the pool's lock, so no container is handed to
-two trials, and none comes back: the trial's teardown removes it as it removes a cold one,
-so a warm container has never run agent code. Filler threads top each key up after every
-claim; closing the pool removes what was not claimed, and a killed process's warm
-containers are swept by their owner label (`cleanup.sweep`).
+Each warm container is made for one trial of the batch, the next ones in queue order,
+at most `warm` waiting or being made at a time. It is made as that trial's cold one
+would be (`Sandbox.create`: no network, the same limits, the trial's own labels, plus
+`proctor.pool`), with its own gateway folder when the trial will need a gateway. Only
+that trial can claim it, once; a trial whose container is still being made waits for
+it, and one whose container was not started yet makes its own. Nothing is given back:
+the trial's teardown removes it as it removes a cold one, so a warm container has never
+run agent code. Closing the pool removes what was not claimed, and a killed process's
+warm containers are swept by their owner label (`cleanup.sweep`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import docker
 from docker.errors import DockerException
 
-from .cleanup import pool_labels
+from .cleanup import POOL_LABEL, labels
 from .container import Sandbox
+from .mount import GatewayMount
 
 if TYPE_CHECKING:
     from ..config import Resources
 
 FILLERS = 2  # containers made at once: more only crowds a daemon that is also running trials
 CLOSE_WAIT_S = 30
+CLAIM_WAIT_S = 120  # a claim waits this long for its container being made, then makes its own
 
 
 @dataclass(frozen=True)
 class PoolKey:
-    """What makes two sandboxes interchangeable before any trial touched them."""
+    """What a trial's sandbox is made of before any trial touched it."""
 
     image: str
     resources: "Resources"
 
 
 @dataclass
-class _Slot:
-    idle: deque[Sandbox] = field(default_factory=deque)
-    making: int = 0
-    planned: int | None = None  # trials of the batch that may claim; None: not known
-    claimed: int = 0
-    failed: str | None = None  # the last create's error: the key is no longer filled
+class Warm:
+    """A started container made for one trial, and its gateway folder when it needs one."""
 
-    def wanted(self, warm: int) -> int:
-        """How many more to start now: up to `warm` waiting, never more than can be claimed."""
-        if self.failed is not None:
-            return 0
-        target = warm if self.planned is None else min(warm, self.planned - self.claimed)
-        return max(0, target - len(self.idle) - self.making)
+    key: PoolKey
+    sandbox: Sandbox
+    mount: GatewayMount | None = None
+
+    def remove(self) -> None:
+        try:
+            self.sandbox.destroy()
+        except (DockerException, OSError):
+            pass  # the sweep of a later start removes it by its owner label
+        if self.mount is not None:
+            self.mount.remove()
+
+
+State = Literal["planned", "making", "ready", "taken", "dropped"]
+
+
+@dataclass
+class _Entry:
+    key: PoolKey
+    gateway: bool
+    state: State = "planned"
+    warm: Warm | None = None
 
 
 class SandboxPool:
     def __init__(self, client: docker.DockerClient, batch_id: str, owner: str, warm: int):
-        """`warm`: started containers kept waiting per key (0: the pool never makes one)."""
+        """`warm`: containers kept waiting or being made ahead of the trials (0: none)."""
         self.client, self.warm = client, warm
-        self.labels = pool_labels(batch_id, owner)
-        self._slots: dict[PoolKey, _Slot] = {}
+        self.batch_id, self.owner = batch_id, owner
+        self._entries: dict[str, _Entry] = {}
+        self._queue: deque[str] = deque()  # planned trials, in the order they will start
+        self._failed: dict[PoolKey, str] = {}  # a create's error: that key is no longer made ahead
         self._changed = threading.Condition()
         self._closed = False
         self._fillers = [threading.Thread(target=self._fill, name=f"warm-{batch_id}-{n}", daemon=True)
@@ -67,82 +84,128 @@ class SandboxPool:
         for thread in self._fillers:
             thread.start()
 
-    def want(self, key: PoolKey, trials: int | None = None) -> None:
-        """A key the batch will use, by `trials` more trials (None: as many as come)."""
+    def labels(self, trial_id: str) -> dict[str, str]:
+        """A warm container's: its trial's cold labels, and the pool's mark."""
+        return {**labels(self.batch_id, trial_id, self.owner), POOL_LABEL: "1"}
+
+    def plan(self, trial_id: str, key: PoolKey, gateway: bool = False) -> None:
+        """A trial that will claim a container of `key` (with a gateway folder), after the
+        ones planned before it."""
         with self._changed:
-            slot = self._slots.setdefault(key, _Slot(planned=0 if trials is not None else None))
-            if trials is not None and slot.planned is not None:
-                slot.planned += trials
+            if trial_id in self._entries:
+                return
+            self._entries[trial_id] = _Entry(key, gateway)
+            self._queue.append(trial_id)
             self._changed.notify_all()
 
-    def claim(self, key: PoolKey) -> Sandbox | None:
-        """A started container of `key`, now this caller's alone; None when none waits (the
-        key becomes wanted, so later trials find one)."""
+    def claim(self, trial_id: str, key: PoolKey) -> Warm | None:
+        """The container made for `trial_id`, now its alone; None when there is none (never
+        planned, not started yet, of another key, or its create failed): make one."""
         with self._changed:
-            if self._closed:
+            entry = self._entries.get(trial_id)
+            if entry is None or self._closed:
                 return None
-            slot = self._slots.setdefault(key, _Slot())
-            slot.claimed += 1
-            sandbox = slot.idle.popleft() if slot.idle else None
+            if entry.state == "making":
+                self._changed.wait_for(lambda: entry.state != "making" or self._closed, CLAIM_WAIT_S)
+            warm = entry.warm if entry.state == "ready" else None
+            # A container still being made is removed once made; one not begun never will be.
+            entry.state, entry.warm = ("taken", None) if warm else ("dropped", None)
             self._changed.notify_all()
-            return sandbox
+        if warm is not None and warm.key != key:  # the image resolved to another tag
+            warm.remove()
+            return None
+        return warm
 
-    def wait_ready(self, key: PoolKey, timeout: float) -> bool:
-        """Wait until `key` has all it wants waiting (benchmarks and tests); False on timeout."""
+    def drop(self, trial_id: str) -> None:
+        """A planned trial that will not run (skipped): its container goes, if made."""
         with self._changed:
-            return self._changed.wait_for(
-                lambda: (s := self._slots.get(key)) is not None and (s.failed is not None or (
-                    s.making == 0 and s.wanted(self.warm) == 0)), timeout)
+            entry = self._entries.get(trial_id)
+            if entry is None:
+                return
+            warm, entry.warm = entry.warm, None
+            if entry.state in ("planned", "ready"):
+                entry.state = "dropped"
+            self._changed.notify_all()
+        if warm is not None:
+            warm.remove()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every container the pool can make now is made (benchmarks and tests)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._making() == 0 and self._wanted() is None, timeout)
 
     def close(self) -> None:
-        """Stop filling and remove every container no trial claimed."""
+        """Stop making and remove every container no trial claimed."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
         for thread in self._fillers:
             thread.join(CLOSE_WAIT_S)
         with self._changed:
-            left = [s for slot in self._slots.values() for s in slot.idle]
-            for slot in self._slots.values():
-                slot.idle.clear()
-        for sandbox in left:
-            _remove(sandbox)
+            left = [e.warm for e in self._entries.values() if e.warm is not None]
+            for entry in self._entries.values():
+                entry.warm = None
+        for warm in left:
+            warm.remove()
 
-    def _next(self) -> PoolKey | None:
-        """Under the lock: a key that wants one more, marked as being made (None: closed)."""
+    # Under the lock ---------------------------------------------------------------------
+
+    def _making(self) -> int:
+        return sum(e.state == "making" for e in self._entries.values())
+
+    def _wanted(self) -> str | None:
+        """The next planned trial to make one for, while fewer than `warm` wait or are made."""
+        ahead = sum(e.state in ("making", "ready") for e in self._entries.values())
+        while self._queue and ahead < self.warm:
+            entry = self._entries[self._queue[0]]
+            if entry.state == "planned" and entry.key not in self._failed:
+                return self._queue[0]
+            self._queue.popleft()  # claimed, dropped, or of a key that cannot be made
+        return None
+
+    def _next(self) -> str | None:
+        """A trial to make a container for, marked as being made (None: closed)."""
         while not self._closed:
-            for key, slot in self._slots.items():
-                if slot.wanted(self.warm):
-                    slot.making += 1
-                    return key
+            trial_id = self._wanted()
+            if trial_id is not None:
+                self._queue.popleft()
+                self._entries[trial_id].state = "making"
+                return trial_id
             self._changed.wait()
         return None
+
+    # The fillers' own ---------------------------------------------------------------------
 
     def _fill(self) -> None:
         while True:
             with self._changed:
-                key = self._next()
-            if key is None:
-                return
-            sandbox, failed = None, None
+                trial_id = self._next()
+                if trial_id is None:
+                    return
+                entry = self._entries[trial_id]
+            warm, failed = None, None
             try:
-                sandbox = Sandbox.create(self.client, key.image, dict(self.labels), key.resources)
-            except Exception as e:  # the key is no longer filled; a trial making its own says why
+                warm = self._make(trial_id, entry)
+            except Exception as e:  # the key is no longer made ahead; a trial making its own says why
                 failed = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
             with self._changed:
-                slot = self._slots[key]
-                slot.making -= 1
-                slot.failed = failed
-                keep = sandbox is not None and not self._closed
-                if keep:
-                    slot.idle.append(sandbox)
+                if failed is not None:
+                    self._failed[entry.key] = failed
+                keep = warm is not None and entry.state == "making" and not self._closed
+                entry.state = "ready" if keep else "dropped"
+                entry.warm = warm if keep else None
                 self._changed.notify_all()
-            if sandbox is not None and not keep:
-                _remove(sandbox)
+            if warm is not None and not keep:
+                warm.remove()
 
-
-def _remove(sandbox: Sandbox) -> None:
-    try:
-        sandbox.destroy()
-    except (DockerException, OSError):
-        pass  # the sweep of a later start removes it by its owner label
+    def _make(self, trial_id: str, entry: _Entry) -> Warm:
+        owner = self.labels(trial_id)
+        mount = GatewayMount.make(self.client, owner) if entry.gateway else None
+        try:
+            sandbox = Sandbox.create(self.client, entry.key.image, owner, entry.key.resources,
+                                     mounts=mount.mounts if mount else None)
+        except BaseException:
+            if mount is not None:
+                mount.remove()
+            raise
+        return Warm(entry.key, sandbox, mount)
