@@ -8,7 +8,9 @@ concurrency 1; the second trial is the one measured, so on the warm side the poo
 first trial's time to start its container, as it has for every trial but the first of a real
 batch. The figure is the record's own clock: the first `turn` span's start (ms since the
 trial's start, after its slot). Prints each round, both medians, per-phase medians and
-`warm/cold ratio: X.XX` with the goal (warm median <= 150 ms). Always exits 0.
+`warm/cold ratio: X.XX` with the goal (warm median <= 150 ms). `--gateway` measures a case
+with an allowed host instead, whose trials also start an egress gateway and its relay.
+Always exits 0.
 
     DOCKER_HOST=unix:///run/proctor-docker/docker.sock python bench/trial_start.py --rounds 10
 """
@@ -38,11 +40,13 @@ GOAL_MS = 150
 PHASES = ("image", "container", "env", "workspace", "files", "setup", "snapshot", "harness")
 
 
-def suite(folder: Path, warm: int) -> Path:
+def suite(folder: Path, warm: int, gateway: bool) -> Path:
     folder.mkdir()
     (folder / "proctor.toml").write_text(TOML.replace("concurrency = 1", f"concurrency = 1\nwarm = {warm}"))
     path = folder / "bench.eval.py"
-    path.write_text(EVAL_SOURCE)
+    # With an allowed host the trial gets an egress gateway (started, never used).
+    path.write_text(EVAL_SOURCE.replace('timeout="2m"', 'timeout="2m", allow=["api.example.test"]')
+                    if gateway else EVAL_SOURCE)
     return path
 
 
@@ -66,11 +70,12 @@ def one_batch(engine: Engine, store: Store, path: Path) -> tuple[int, dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--gateway", action="store_true", help="a case with an egress gateway")
     args = parser.parse_args()
     client = docker.from_env(timeout=120)
     with tempfile.TemporaryDirectory(prefix="proctor-bench-start-") as tmp:
         root = Path(tmp)
-        paths = {"cold": suite(root / "cold", 0), "warm": suite(root / "warm", 1)}
+        paths = {"cold": suite(root / "cold", 0, args.gateway), "warm": suite(root / "warm", 1, args.gateway)}
         store = Store(root / "bench.db")
         engine = Engine(store, client)
         for side in ("cold", "warm"):  # warm-up: images, daemon facts, imports
@@ -101,7 +106,8 @@ def main() -> None:
     print(f"cold: median {cold:.0f} ms (range {min(figures['cold'])}–{max(figures['cold'])})")
     print(f"warm: median {warm:.0f} ms (range {min(figures['warm'])}–{max(figures['warm'])})"
           + (f", {missed} of {args.rounds} not warm" if missed else ""))
-    print(f"summary: trial start to first turn, warm {warm:.0f} ms")
+    what = " with a gateway" if args.gateway else ""
+    print(f"summary: trial start to first turn{what}, warm {warm:.0f} ms")
     print(f"warm/cold ratio: {warm / cold:.2f} (goal: warm <= {GOAL_MS} ms: "
           f"{'met' if warm <= GOAL_MS else 'not met'})")
 

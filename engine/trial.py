@@ -257,7 +257,7 @@ class Trial:
             if warm is not None:
                 phase.text = f"claimed warm {self.sandbox.short_id}"
             if self.egress.needed:
-                gateway = self.egress.attach(self.sandbox)
+                gateway = self.egress.attach(self.sandbox, warm.relay if warm else None)
                 phase.extras = ["no network, gateway only", gateway]
                 rec.progress("container", gateway)
         with rec.phase("env") as phase:

@@ -72,11 +72,12 @@ class Egress:
             raise Void(f"the egress gateway could not start: {e}", "container") from None
         return self.mount.mounts
 
-    def attach(self, sandbox: Sandbox) -> str:
-        """Start the relay in the sandbox and make it trust the gateway's CA; one line to show."""
+    def attach(self, sandbox: Sandbox, relay: str | None = None) -> str:
+        """Start the relay in the sandbox (unless a warm one's `relay` runs already) and make it
+        trust the gateway's CA; one line to show."""
         assert self.gateway is not None
         try:
-            runtime = start_relay(sandbox)
+            runtime = relay or start_relay(sandbox)
         except RelayFailed as e:
             raise Void(str(e), "container") from None
         sandbox.put_files({CA_FILE.lstrip("/"): self.gateway.ca_pem}, base="/")

@@ -3,7 +3,8 @@
 Each warm container is made for one trial of the batch, the next ones in queue order,
 at most `warm` waiting or being made at a time. It is made as that trial's cold one
 would be (`Sandbox.create`: no network, the same limits, the trial's own labels, plus
-`proctor.pool`), with its own gateway folder when the trial will need a gateway. Only
+`proctor.pool`), with its own gateway folder and the egress relay started when the
+trial will need a gateway. Only
 that trial can claim it, once; a trial whose container is still being made waits for
 it, and one whose container was not started yet makes its own. Nothing is given back:
 the trial's teardown removes it as it removes a cold one, so a warm container has never
@@ -24,6 +25,7 @@ from docker.errors import DockerException
 from .cleanup import POOL_LABEL, labels
 from .container import Sandbox
 from .mount import GatewayMount
+from .relay import start_relay
 
 if TYPE_CHECKING:
     from ..config import Resources
@@ -48,6 +50,7 @@ class Warm:
     key: PoolKey
     sandbox: Sandbox
     mount: GatewayMount | None = None
+    relay: str | None = None  # the runtime of the egress relay started in it, with a mount
 
     def remove(self) -> None:
         try:
@@ -208,4 +211,11 @@ class SandboxPool:
             if mount is not None:
                 mount.remove()
             raise
-        return Warm(entry.key, sandbox, mount)
+        warm = Warm(entry.key, sandbox, mount)
+        if mount is not None:  # it connects to the gateway per connection: the trial starts that
+            try:
+                warm.relay = start_relay(sandbox)
+            except BaseException:
+                warm.remove()
+                raise
+        return warm

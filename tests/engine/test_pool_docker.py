@@ -119,6 +119,7 @@ def test_a_warm_sandbox_for_a_gateway_trial_mounts_its_own_gateway_folder(docker
         assert pool.wait_ready(60)
         warms = [pool.claim(t, KEY) for t in (first, second)]
         assert all(w is not None and w.mount is not None for w in warms)
+        assert [w.relay for w in warms] == ["python3", "python3"], "the relay was not started ahead"
         folders = {w.mount.folder for w in warms}
         assert len(folders) == 2 and all(f.is_dir() for f in folders), "two trials shared a gateway folder"
         for trial_id, warm in zip((first, second), warms):
