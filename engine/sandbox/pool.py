@@ -126,7 +126,7 @@ class SandboxPool:
             if entry is None:
                 return
             warm, entry.warm = entry.warm, None
-            if entry.state in ("planned", "ready"):
+            if entry.state != "taken":  # one being made is removed once made
                 entry.state = "dropped"
             self._changed.notify_all()
         if warm is not None:
