@@ -261,3 +261,23 @@ def test_trials_with_a_gateway_claim_warm_sandboxes_and_broker_through_them(suit
     assert len(seen) == 2 and all(s["auth"] == f"Bearer {egress.REAL_KEY}" for s in seen)
     assert batch_containers(docker_client, summary.batch_id) == []
     assert docker_client.api.volumes(filters={"label": f"proctor.batch={summary.batch_id}"})["Volumes"] in (None, [])
+
+
+def test_a_skipped_trials_warm_container_goes_even_while_it_is_being_made(docker_client):
+    pool = SandboxPool(docker_client, "b_pool_drop", owner_id(), warm=2)
+    try:
+        first, second = plan(pool, 2)
+        deadline = time.monotonic() + 30
+        while not docker_client.api.containers(all=True, filters={"label": f"proctor.trial={first}"}):
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        pool.drop(first)  # its container is made but not yet started: still being made
+        assert pool.wait_ready(60)
+        pool.drop(second)  # made by now
+        deadline = time.monotonic() + 30
+        while batch_containers(docker_client, "b_pool_drop") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert batch_containers(docker_client, "b_pool_drop") == [], "a dropped trial's container was kept"
+        assert pool.claim(first, KEY) is None and pool.claim(second, KEY) is None
+    finally:
+        pool.close()
