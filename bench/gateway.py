@@ -11,6 +11,9 @@ listens on a Unix socket, as it does for a sandbox's relay. Paths:
   tunnel     CONNECT through the gateway, TLS end to end (an allowed host)
   brokered   CONNECT through the gateway, TLS terminated, the key swapped in and the
              answer searched for it (so sent chunked when it is larger than 256 KiB)
+  floor      a reference, not a gateway: a bare relay in a thread of blocking TLS sockets
+             that terminates TLS, swaps the key and searches the answer, with no HTTP, no
+             pool, no log: what any proxy that decrypts and re-encrypts costs at least here
 Tunnel and brokered run twice: through the working tree's gateway and through
 `engine/sandbox/gateway.py` as committed at --rev ("before"), loaded from `git show`
 as its own module, side by side in the same rounds.
@@ -31,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -142,17 +146,83 @@ def request(path: str, via: str | None, port: int, upstream_ctx: ssl.SSLContext,
         return read_response(tls)
 
 
-def load_before(rev: str) -> ModuleType:
-    """The gateway module as committed at `rev`, beside the working tree's."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:engine/sandbox/gateway.py"],
+def load_module(rev: str, name: str) -> ModuleType:
+    """`engine/sandbox/NAME.py` as committed at `rev`, as a module of its own."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:engine/sandbox/{name}.py"],
                             check=True, capture_output=True, text=True).stdout
-    spec = importlib.util.spec_from_loader("engine.sandbox.gateway_before", loader=None)
+    spec = importlib.util.spec_from_loader(f"engine.sandbox.{name}_before", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "engine.sandbox"
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    exec(compile(source, f"{rev}:engine/sandbox/gateway.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:engine/sandbox/{name}.py", "exec"), module.__dict__)
     return module
+
+
+def load_before(rev: str) -> ModuleType:
+    """The gateway module as committed at `rev`, beside the working tree's, with the
+    upstream client of the same revision (the gateway imports it as `.upstream`)."""
+    working = sys.modules["engine.sandbox.upstream"]
+    sys.modules["engine.sandbox.upstream"] = load_module(rev, "upstream")
+    try:
+        return load_module(rev, "gateway")
+    finally:
+        sys.modules["engine.sandbox.upstream"] = working
+
+
+class FloorCPU:
+    """The CPU seconds the floor's relay threads used, and how many relays have ended."""
+
+    def __init__(self) -> None:
+        self.seconds, self.ended = 0.0, 0
+        self.changed = threading.Condition()
+
+    def add(self, seconds: float) -> None:
+        with self.changed:
+            self.seconds, self.ended = self.seconds + seconds, self.ended + 1
+            self.changed.notify_all()
+
+    def after(self, ended: int) -> float:
+        """The CPU seconds once `ended` relays have ended (a relay ends a moment after the
+        client has read its last byte)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.ended >= ended, timeout=10)
+            return self.seconds
+
+
+def serve_floor(listener: socket.socket, port: int, server_ctx: ssl.SSLContext,
+                upstream_ctx: ssl.SSLContext, used: FloorCPU) -> None:
+    """The floor path: per connection, CONNECT's 200, TLS on both legs, the head swapped,
+    then the upstream's bytes relayed (searched for the key) until it closes."""
+    def relay(client: socket.socket) -> None:
+        try:
+            relay_one(client)
+        finally:
+            used.add(time.thread_time())  # the thread's own CPU: it relays this connection only
+
+    def relay_one(client: socket.socket) -> None:
+        with client:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += client.recv(4096)
+            client.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            with server_ctx.wrap_socket(client, server_side=True) as tls:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += tls.recv(65536)
+                raw = socket.create_connection(("127.0.0.1", port))
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with upstream_ctx.wrap_socket(raw, server_hostname=HOST) as upstream:
+                    upstream.sendall(head.replace(PLACEHOLDER.encode(), KEY.encode()))
+                    buffer = bytearray(256 * 1024)
+                    view, key = memoryview(buffer), KEY.encode()
+                    while n := upstream.recv_into(view):
+                        assert buffer.find(key, 0, n) == -1  # the bench's answer never holds it
+                        tls.sendall(view[:n])
+
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=relay, args=(client,), daemon=True).start()
 
 
 def serve_upstream(ca: CertificateAuthority, size: int, ports: Connection) -> None:
@@ -170,6 +240,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=30, help="requests per path per round")
     parser.add_argument("--mb", type=int, default=50, help="size of the download")
+    parser.add_argument("--downloads", type=int, default=5, help="downloads per path")
     parser.add_argument("--rev", default="HEAD", help="the revision of the \"before\" gateway")
     args = parser.parse_args()
 
@@ -188,6 +259,7 @@ def main() -> None:
     resolve = {HOST: f"127.0.0.1:{port}"}
     trust = [folder / "upstream-ca.pem"]
     hosts, paths, contexts, brokers = [], {"direct": None}, {}, {}
+    clocks: dict[str, int] = {}
     for label, module in (("before", before), ("after", working_tree)):
         host = module.GatewayHost()
         hosts.append(host)
@@ -204,7 +276,18 @@ def main() -> None:
         contexts[tunnel_name] = upstream_ctx
         contexts[broker_name] = ssl.create_default_context(cadata=broker.ca_pem.decode())
         brokers[broker_name] = broker
+        clocks[tunnel_name] = clocks[broker_name] = time.pthread_getcpuclockid(
+            host._thread.ident)  # every gateway of a host runs on its loop's one thread
     contexts["direct"] = upstream_ctx
+    floor_ca = CertificateAuthority("Bench floor CA")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "floor.sock"))
+    listener.listen(64)
+    floor_cpu = FloorCPU()
+    threading.Thread(target=serve_floor, daemon=True, args=(
+        listener, port, floor_ca.server_context(HOST), upstream_ctx, floor_cpu)).start()
+    paths["floor"], contexts["floor"] = str(folder / "floor.sock"), ssl.create_default_context(
+        cadata=floor_ca.cert_pem.decode())
 
     def cpu() -> float:
         """CPU seconds so far of this process (client and gateways) and of the upstream's."""
@@ -212,33 +295,47 @@ def main() -> None:
         fields = Path(f"/proc/{upstream.pid}/stat").read_text().rpartition(")")[2].split()
         return own.ru_utime + own.ru_stime + (int(fields[11]) + int(fields[12])) / TICKS
 
-    def timed(name: str, path: str, n: int) -> tuple[float, float]:
-        """Wall and CPU seconds per request."""
-        started, used = time.perf_counter(), cpu()
+    floor_requests = [0]
+
+    def relay_cpu(name: str) -> float:
+        """The relay's own CPU so far: a gateway's loop thread, or the floor's relay threads."""
+        if name == "floor":
+            return floor_cpu.after(floor_requests[0])
+        return time.clock_gettime(clocks[name]) if name in clocks else 0.0
+
+    def timed(name: str, path: str, n: int) -> tuple[float, float, float]:
+        """Wall, CPU and the relay's own CPU seconds per request."""
+        started, used, own = time.perf_counter(), cpu(), relay_cpu(name)
         for _ in range(n):
             request(path, paths[name], port, upstream_ctx, contexts[name])
-        return (time.perf_counter() - started) / n, (cpu() - used) / n
+        floor_requests[0] += n if name == "floor" else 0
+        return ((time.perf_counter() - started) / n, (cpu() - used) / n,
+                (relay_cpu(name) - own) / n)
 
-    for name in paths:  # warm up: leaf certificates, httpx clients
+    for name in paths:  # warm up: leaf certificates, kept-alive upstream connections
         timed(name, "/small", 3)
     latency: dict[str, list[float]] = {name: [] for name in paths}
     throughput: dict[str, list[float]] = {name: [] for name in paths}
     cpu_request: dict[str, list[float]] = {name: [] for name in paths}
     cpu_mb: dict[str, list[float]] = {name: [] for name in paths}
+    own_request: dict[str, list[float]] = {name: [] for name in paths}
+    own_mb: dict[str, list[float]] = {name: [] for name in paths}
     print(f"{args.rounds} rounds × {args.requests} requests per path, "
           f"then a {args.mb} MB download per path")
     for r in range(args.rounds):
         for name in paths:  # alternate the paths inside every round
-            wall, used = timed(name, "/small", args.requests)
+            wall, used, own = timed(name, "/small", args.requests)
             latency[name].append(wall)
             cpu_request[name].append(used)
+            own_request[name].append(own)
         print(f"  round {r + 1:2}: "
               + "  ".join(f"{n} {latency[n][-1] * 1000:5.2f} ms" for n in paths))
-    for r in range(max(3, args.rounds // 3)):
+    for r in range(args.downloads):
         for name in paths:
-            wall, used = timed(name, "/download", 1)
+            wall, used, own = timed(name, "/download", 1)
             throughput[name].append(args.mb / wall)
             cpu_mb[name].append(used * 1000 / args.mb)
+            own_mb[name].append(own * 1000 / args.mb)
         print(f"  download {r + 1}: "
               + "  ".join(f"{n} {throughput[n][-1]:6.1f} MB/s" for n in paths))
     print()
@@ -246,15 +343,19 @@ def main() -> None:
     speed = {name: statistics.median(values) for name, values in throughput.items()}
     cost = {name: statistics.median(values) for name, values in cpu_mb.items()}
     request_cost = {name: statistics.median(values) for name, values in cpu_request.items()}
+    own_cost = {name: statistics.median(values) for name, values in own_mb.items()}
+    own_request_cost = {name: statistics.median(values) for name, values in own_request.items()}
     for name in paths:
         print(f"latency  {name:16} median {median[name] * 1000:6.2f} ms per request "
               f"(+{(median[name] - median['direct']) * 1000:5.2f} ms)   "
               f"CPU {request_cost[name] * 1000:5.2f} ms "
-              f"(+{(request_cost[name] - request_cost['direct']) * 1000:5.2f} ms)")
+              f"(+{(request_cost[name] - request_cost['direct']) * 1000:5.2f} ms)   "
+              f"the relay's own {own_request_cost[name] * 1000:5.2f} ms")
     for name in paths:
         print(f"download {name:16} median {speed[name]:7.1f} MB/s "
               f"{speed[name] / speed['direct']:5.2f}× direct   "
-              f"CPU {cost[name]:5.2f} ms per MB {cost['direct'] / cost[name]:5.2f}× direct")
+              f"CPU {cost[name]:5.2f} ms per MB {cost['direct'] / cost[name]:5.2f}× direct   "
+              f"the relay's own {own_cost[name]:5.2f} ms per MB")
     time.sleep(0.5)  # an entry is written as its response ends, a moment after the client read it
     for name, broker in brokers.items():
         swapped = sum(e.brokered == ["KEY"] for e in broker.entries())
@@ -280,11 +381,18 @@ def main() -> None:
         met = min(speed[name] / speed["direct"], cost["direct"] / cost[name]) >= goal
         print(f"  {name}/direct: before {ratio(f'{name}@{args.rev}')}; after {ratio(name)}"
               f"  goal >= {goal}  {'met' if met else 'missed'}")
+    print(f"  floor/direct (a bare blocking TLS relay, no HTTP): {ratio('floor')}")
     met = max(median["brokered"] - median["direct"],
               request_cost["brokered"] - request_cost["direct"]) <= 0.001
     print(f"  brokered latency added: before {added(f'brokered@{args.rev}')}; "
           f"after {added('brokered')}"
           f"  goal <= 1 ms  {'met' if met else 'missed'}")
+    # The relay's own thread CPU: the steadiest figure of all, and the one a change moves.
+    relays = [name for name in paths if name != "direct"]
+    print("  the relay's own CPU per MB: "
+          + ", ".join(f"{name} {own_cost[name]:.2f} ms" for name in relays))
+    print("  the relay's own CPU per request: "
+          + ", ".join(f"{name} {own_request_cost[name] * 1000:.2f} ms" for name in relays))
     for host in hosts:
         host.close()
     upstream.terminate()

@@ -43,14 +43,18 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import certifi
-import httpx
 from pydantic import BaseModel, Field, SecretStr
+
+try:  # libuv's loop: fewer Python steps per read, write and TLS record than asyncio's own
+    import uvloop
+except ImportError:  # not built for every platform: asyncio's loop does the same work
+    uvloop = None
 
 from ..config import parse_endpoint
 from ..models import EgressEntry
 from ..redact import Redactor
 from .ca import CertificateAuthority
-from .upstream import Transport
+from .upstream import CONNECT_S, Pool, Response, UpstreamError
 
 log = logging.getLogger(__name__)
 _THREAD = "proctor-egress-gateway"
@@ -63,9 +67,9 @@ _START_TIMEOUT_S = 30
 # Meaningful for one connection only: never forwarded either way.
 _HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization",
         "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade", "expect"}
-_UPSTREAM_TIMEOUT = httpx.Timeout(connect=15, read=300, write=60, pool=60)
 _PORTS = (80, 443)
-# Content codings the swap can read through (httpx decodes them without extra packages).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Content codings the swap can read through (zlib decodes them).
 _DECODABLE = {"identity", "gzip", "deflate"}
 # A brokered answer up to this long is swapped back whole, and keeps a Content-Length.
 _WHOLE = 256 * 1024
@@ -74,17 +78,6 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-class _NotOnTheGatewayThread(logging.Filter):
-    """httpx logs every request's URL at INFO, and a brokered URL holds a real value in
-    its query: the gateway's requests are logged in its egress log, and only there."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.threadName != _THREAD
-
-
-logging.getLogger("httpx").addFilter(_NotOnTheGatewayThread())
 
 
 class GatewayError(Exception):
@@ -318,6 +311,8 @@ async def _read_head(reader: asyncio.StreamReader) -> _Request | None:
         raise _BadRequest("the request line is not METHOD TARGET HTTP/1.x") from None
     if version not in ("HTTP/1.1", "HTTP/1.0") or not method.isalpha():
         raise _BadRequest("the request line is not METHOD TARGET HTTP/1.x")
+    if _CONTROL.search(target):  # a bare LF would start a line of the agent's own upstream
+        raise _BadRequest("the request's target holds a control character")
     headers = []
     for text in lines:
         name, colon, value = text.partition(":")
@@ -380,13 +375,6 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
     if not host or (port and not port.isdigit()):
         raise _BadRequest(f"{text!r} is not host:port")
     return host.lower(), int(port) if port else default_port
-
-
-def _encode(value: str) -> bytes:
-    try:
-        return value.encode("latin-1")  # what the client sent, byte for byte
-    except UnicodeEncodeError:
-        return value.encode()  # a swapped-in value outside latin-1
 
 
 def _status(code: int, reason: str, text: str) -> bytes:
@@ -508,9 +496,9 @@ class Gateway:
         self._lock = threading.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | None = None
-        # One client per upstream host: a pool keyed by the resolved address would share
+        # One pool per upstream host: a pool keyed by the resolved address would share
         # a connection (and its SNI) between two names resolved to the same place.
-        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._pools: dict[str, Pool] = {}
         self._closed = False
 
     # --- the engine's side (any thread) -------------------------------------------
@@ -557,19 +545,12 @@ class Gateway:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        clients = [c.aclose() for c in self._clients.values()]
-        await asyncio.gather(*clients, return_exceptions=True)
+        await asyncio.gather(*(p.aclose() for p in self._pools.values()), return_exceptions=True)
 
-    def _client_for(self, host: str) -> httpx.AsyncClient:
-        if host not in self._clients:
-            # trust_env=False: the engine's own proxy variables are not the sandbox's way out.
-            # TCP_NODELAY: a request's head and body leave as separate writes; with Nagle the
-            # second waits for the upstream's delayed ACK, 40 ms on every request.
-            transport = Transport(self._upstream_tls,
-                                  socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-            self._clients[host] = httpx.AsyncClient(transport=transport, trust_env=False,
-                                                    timeout=_UPSTREAM_TIMEOUT)
-        return self._clients[host]
+    def _pool_for(self, host: str) -> Pool:
+        if host not in self._pools:
+            self._pools[host] = Pool(self._upstream_tls)
+        return self._pools[host]
 
     def _log(self, **entry: object) -> None:
         with self._lock:
@@ -601,9 +582,10 @@ class Gateway:
             addresses = [str(ipaddress.ip_address(host))]
         except ValueError:
             try:
-                found = await asyncio.wait_for(
-                    self._loop.getaddrinfo(host, port, type=socket.SOCK_STREAM),
-                    _UPSTREAM_TIMEOUT.connect)
+                # The system's resolver on every loop (uvloop's own would ask libuv's).
+                found = await asyncio.wait_for(self._loop.run_in_executor(
+                    None, functools.partial(socket.getaddrinfo, host, port,
+                                            type=socket.SOCK_STREAM)), CONNECT_S)
             except (OSError, TimeoutError):
                 raise _Unreachable("the name does not resolve") from None
             addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
@@ -661,7 +643,7 @@ class Gateway:
         started, entry = time.monotonic(), dict(method="CONNECT", host=host, path="", allowed=True)
         try:
             address = await self._address(host, port)
-            upstream = await asyncio.wait_for(_open(self._loop, address), _UPSTREAM_TIMEOUT.connect)
+            upstream = await asyncio.wait_for(_open(self._loop, address), CONNECT_S)
         except _Refused as e:
             return self._forbid(writer, "CONNECT", host, "", str(e))
         except (OSError, TimeoutError, _Unreachable) as e:
@@ -725,7 +707,9 @@ class Gateway:
         swap = _Swap([(s.name, s.placeholder, s.value.get_secret_value()) for s in brokered])
         query = swap(query, encode=True)
         # Accept-Encoding: a compressed answer would hide an echoed value from the unswap.
-        hop = _HOP | request.connection | ({"accept-encoding"} if brokered else set())
+        # Content-Length beside chunks: the body sent on is the chunks', framed anew.
+        hop = (_HOP | request.connection | ({"accept-encoding"} if brokered else set())
+               | ({"content-length"} if body.chunked else set()))
         headers = [(k, swap.header(k, v)) for k, v in request.headers if k.lower() not in hop]
         if userinfo and request.header("authorization") is None:
             headers.append(("Authorization", f"Basic {swap.basic(unquote(userinfo))}"))
@@ -750,35 +734,28 @@ class Gateway:
             return False
         if body.present and (request.header("expect") or "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the gateway takes the body itself
-        try:
-            upstream = httpx.Request(
-                request.method,
-                httpx.URL(scheme=scheme, host=address, port=address_port,
-                          raw_path=(path + ("?" + query if query else "")).encode()),
-                headers=[(k.encode("latin-1"), _encode(v)) for k, v in headers],
-                content=body.stream() if body.present else None,
-                # Connect to the checked address, but SNI and verification are the real name's.
-                extensions={"sni_hostname": host} if scheme == "https" else {})
-        except httpx.InvalidURL:
-            raise _BadRequest("the request's URL is not valid") from None
         entry = dict(method=request.method, host=host, path=path, allowed=True,
                      brokered=sorted(swap.used))
         status, sent, keep = 502, [0], request.keep_alive
         try:
-            response = await self._client_for(host).send(upstream, stream=True)
-        except (httpx.HTTPError, OSError) as e:
+            # Connect to the checked address, but SNI and verification are the real name's.
+            response = await self._pool_for(host).send(
+                request.method, scheme, address, address_port, host,
+                path + ("?" + query if query else ""), headers,
+                body.stream() if body.present else None)
+        except (UpstreamError, OSError) as e:
             reason = f"upstream {host}:{port} failed: {type(e).__name__}: {e}".splitlines()[0]
             writer.write(_status(502, "Bad Gateway", self._scrub(reason)))
             self._log(**entry, status=502, ms=_ms(started))
             return False
         try:
-            status = response.status_code
+            status = response.status
             no_body = request.method == "HEAD" or status in (204, 304) or status < 200
             # A brokered host's answer goes through the unswap, which changes its length
             # (placeholder and value differ). Not padded to the value's length: the agent must
             # read its own placeholder back, which the gateway swaps again if it is sent on.
             unswap = _Unswap(self._echoes, swap.credentials) if brokered and self._echoes else None
-            coding = response.headers.get("content-encoding", "").strip().lower() or "identity"
+            coding = (response.header("content-encoding") or "").strip().lower() or "identity"
             decode = unswap is not None and not no_body and coding != "identity"
             if decode and not {c.strip() for c in coding.split(",")} <= _DECODABLE:
                 status = 502
@@ -787,19 +764,18 @@ class Gateway:
                 return False
             # A small answer of known length (an API's JSON) is read whole and keeps a
             # Content-Length, its new one; any other is streamed and sent chunked.
-            length, whole = response.headers.get("content-length", ""), None
+            length, whole = response.header("content-length") or "", None
             if unswap and not no_body and not decode and length.isdigit() and int(length) <= _WHOLE:
-                whole = unswap(b"".join([data async for data in response.aiter_raw()]))
+                whole = unswap(b"".join([data async for data in response.raw()]))
             drop = _HOP | ({"content-length"} if unswap and not no_body else set()) | (
                 {"content-encoding"} if decode else set())
-            framed = no_body or whole is not None or ("content-length" in response.headers
+            framed = no_body or whole is not None or (response.header("content-length") is not None
                                                       and "content-length" not in drop)
             # An HTTP/1.0 client cannot read chunks: it reads to the close instead.
             chunked = not framed and request.version == "HTTP/1.1"
             keep = keep and body.done and (framed or chunked)
-            lines = [f"HTTP/1.1 {status} {response.reason_phrase}"]
-            lines += [f"{k.decode('latin-1')}: {v.decode('latin-1')}"
-                      for k, v in response.headers.raw if k.decode("latin-1").lower() not in drop]
+            lines = [f"HTTP/1.1 {status} {response.reason}"]
+            lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in drop]
             if whole is not None:
                 lines.append(f"Content-Length: {len(whole)}")
             lines += ["Transfer-Encoding: chunked"] * chunked + ["Connection: close"] * (not keep)
@@ -812,7 +788,7 @@ class Gateway:
                 writer.write(head)
                 await self._stream(response, writer, unswap, decode, chunked, sent)
             await writer.drain()
-        except httpx.HTTPError:
+        except UpstreamError:
             keep = False  # upstream broke mid-response: the client sees the connection close
         finally:
             await response.aclose()
@@ -820,13 +796,13 @@ class Gateway:
         return keep
 
     @staticmethod
-    async def _stream(response: httpx.Response, writer: asyncio.StreamWriter,
+    async def _stream(response: Response, writer: asyncio.StreamWriter,
                       unswap: _Unswap | None, decode: bool, chunked: bool, sent: list[int]) -> None:
         """The body as upstream sends it (server-sent events must not wait for the end)."""
         def framed(data: bytes) -> bytes:
             return b"%x\r\n%b\r\n" % (len(data), data) if chunked and data else data
 
-        async for data in (response.aiter_bytes() if decode else response.aiter_raw()):
+        async for data in (response.decoded() if decode else response.raw()):
             data = unswap.feed(data) if unswap else data
             if data:  # an empty chunk would end a chunked body
                 sent[0] += len(data)
@@ -849,7 +825,7 @@ class GatewayHost:
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
-                self._loop = asyncio.new_event_loop()
+                self._loop = uvloop.new_event_loop() if uvloop else asyncio.new_event_loop()
                 self._thread = threading.Thread(target=self._loop.run_forever,
                                                 name=_THREAD, daemon=True)
                 self._thread.start()

@@ -142,7 +142,19 @@ class Echo(http.server.BaseHTTPRequestHandler):
     """Answers 3 MiB of random bytes with the Authorization value it got written in at ECHOES."""
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        # As real servers do: a head and body written apart would wait on Nagle and the
+        # gateway's delayed ACK, 40 ms a request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self) -> None:
+        if self.path == "/small":  # a small answer on a kept-alive connection
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+            return
         if self.path == "/closes":  # answers, then closes without saying so: not reusable
             self.send_response(200)
             self.send_header("Content-Length", "2")
