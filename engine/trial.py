@@ -243,8 +243,8 @@ class Trial:
             warm = self._claim_warm(tag)
             if warm is not None:
                 self.sandbox = warm.sandbox  # the trial's from here: its teardown removes it
-            mounts = self.egress.start(self.client, owner, warm.mount if warm else None) \
-                if self.egress.needed else None
+            mounts = self.egress.start(self.client, owner, warm.mount if warm else None,
+                                       warm.ca if warm else None) if self.egress.needed else None
             if warm is None:
                 self.sandbox = Sandbox.create(self.client, tag, owner, self.resources, mounts=mounts)
             if self.aborted.is_set():  # cancelled while the container was being made

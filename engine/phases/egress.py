@@ -18,17 +18,12 @@ from docker.types import Mount
 from ..config import Config
 from ..errors import Void
 from ..models import EgressEntry
-from ..sandbox.container import ENGINE_DIR, Sandbox
+from ..sandbox.ca import CertificateAuthority
+from ..sandbox.container import Sandbox
 from ..sandbox.gateway import BrokeredSecret, Gateway, GatewayError, GatewayHost, GatewaySpec
 from ..sandbox.mount import GatewayMount, MountFailed
-from ..sandbox.relay import SOCKET_NAME, RelayFailed, proxy_env, start_relay
+from ..sandbox.relay import SOCKET_NAME, RelayFailed, proxy_env, start_relay, trust_ca
 from ..spec import Case, Secret
-
-CA_FILE = f"{ENGINE_DIR}/gateway-ca.pem"
-CA_BUNDLE = f"{ENGINE_DIR}/ca-bundle.pem"
-# The image's own CAs first, so tunnelled hosts still verify; then the gateway's.
-_BUNDLE = (f"for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do "
-           f"[ -f $f ] && cat $f && break; done > {CA_BUNDLE}; cat {CA_FILE} >> {CA_BUNDLE}")
 
 
 class Egress:
@@ -48,9 +43,9 @@ class Egress:
         return bool(self.case.allow or self.secrets)
 
     def start(self, client: docker.DockerClient, labels: dict[str, str],
-              mount: GatewayMount | None = None) -> list[Mount]:
-        """Start the gateway on `mount` (a warm sandbox's), or on a new one; returns what the
-        container mounts (its socket's folder)."""
+              mount: GatewayMount | None = None, ca: CertificateAuthority | None = None) -> list[Mount]:
+        """Start the gateway on `mount` (a warm sandbox's, with `ca`, the CA it trusts), or on
+        a new one; returns what the container mounts (its socket's folder)."""
         try:
             self.mount = mount or GatewayMount.make(client, labels)
         except MountFailed as e:
@@ -67,22 +62,22 @@ class Egress:
             trust=[(base / t).resolve() for t in self.config.gateway.trust],
         )
         try:
-            self.gateway = self.host.start(spec)
+            self.gateway = self.host.start(spec, ca)
         except GatewayError as e:
             raise Void(f"the egress gateway could not start: {e}", "container") from None
         return self.mount.mounts
 
     def attach(self, sandbox: Sandbox, relay: str | None = None) -> str:
-        """Start the relay in the sandbox (unless a warm one's `relay` runs already) and make it
-        trust the gateway's CA; one line to show."""
+        """Start the relay in the sandbox and make it trust the gateway's CA, unless a warm
+        sandbox's `relay` runs already (it trusts its CA too); one line to show."""
         assert self.gateway is not None
         try:
             runtime = relay or start_relay(sandbox)
         except RelayFailed as e:
             raise Void(str(e), "container") from None
-        sandbox.put_files({CA_FILE.lstrip("/"): self.gateway.ca_pem}, base="/")
-        sandbox.exec(_BUNDLE, timeout=30, workdir="/")
-        self.env = proxy_env(CA_BUNDLE, CA_FILE)
+        if relay is None:
+            trust_ca(sandbox, self.gateway.ca_pem)
+        self.env = proxy_env()
         brokered = ", ".join(self.secrets) or "nothing"
         return f"egress gateway started · brokers {brokered} · relay on {runtime}"
 

@@ -461,21 +461,54 @@ async def _relay(loop: asyncio.AbstractEventLoop, src: socket.socket, dst: socke
             os.close(fd)
 
 
+def _upstream_context(trust: tuple[Path, ...]) -> ssl.SSLContext:
+    """What upstream TLS is verified against: loading the system's CAs costs tens of
+    milliseconds, so gateways that trust the same files share one context (a context is
+    safe to share, and nothing changes it once made)."""
+    key = tuple((path, *_stamp(path)) for path in trust)
+    with _CONTEXTS_LOCK:
+        context = _CONTEXTS.get(key)
+    if context is not None:
+        return context
+    context = ssl.create_default_context()  # the system's CAs …
+    # … plus certifi's, for hosts (e.g. python.org builds on macOS) without a system store …
+    context.load_verify_locations(certifi.where())
+    for path in trust:  # … plus the CAs the configuration trusts.
+        try:
+            context.load_verify_locations(cafile=str(path))
+        except (OSError, ssl.SSLError) as e:
+            raise GatewayError(f"cannot load the trusted CA file {path}: {e}") from None
+    with _CONTEXTS_LOCK:
+        if len(_CONTEXTS) >= _CONTEXTS_MAX:
+            _CONTEXTS.clear()
+        _CONTEXTS[key] = context
+    return context
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """A trusted file's change time and size: a file changed since is loaded again."""
+    try:
+        info = path.stat()
+    except OSError:
+        return (0, -1)  # loading it says why
+    return (info.st_mtime_ns, info.st_size)
+
+
+_CONTEXTS: dict[tuple, ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+_CONTEXTS_MAX = 16
+
+
 class Gateway:
     """One trial's gateway, serving on its own Unix socket on the host's loop."""
 
-    def __init__(self, spec: GatewaySpec, loop: asyncio.AbstractEventLoop):
+    def __init__(self, spec: GatewaySpec, loop: asyncio.AbstractEventLoop,
+                 ca: CertificateAuthority | None = None):
+        """`ca`: the trial's CA when its sandbox already trusts one (a warm sandbox's)."""
         self.spec, self._loop = spec, loop
-        self._ca = CertificateAuthority()
+        self._ca = ca or CertificateAuthority()
         self.ca_pem: bytes = self._ca.cert_pem
-        self._upstream_tls = ssl.create_default_context()  # the system's CAs …
-        # … plus certifi's, for hosts (e.g. python.org builds on macOS) without a system store …
-        self._upstream_tls.load_verify_locations(certifi.where())
-        for path in spec.trust:  # … plus the CAs the configuration trusts.
-            try:
-                self._upstream_tls.load_verify_locations(cafile=str(path))
-            except (OSError, ssl.SSLError) as e:
-                raise GatewayError(f"cannot load the trusted CA file {path}: {e}") from None
+        self._upstream_tls = _upstream_context(tuple(spec.trust))
         try:
             self._private = {(_unwrap(address), port)
                              for address, port in map(parse_endpoint, spec.private)}
@@ -831,12 +864,13 @@ class GatewayHost:
                 self._thread.start()
             return self._loop
 
-    def start(self, spec: GatewaySpec) -> Gateway:
-        """Start a trial's gateway; blocks until it listens. Raises GatewayError."""
+    def start(self, spec: GatewaySpec, ca: CertificateAuthority | None = None) -> Gateway:
+        """Start a trial's gateway (with `ca`, the CA its sandbox trusts already); blocks
+        until it listens. Raises GatewayError."""
         loop = self._running_loop()
         if threading.current_thread() is self._thread:
             raise GatewayError("the gateway cannot be started from its own event loop")
-        gateway = Gateway(spec, loop)
+        gateway = Gateway(spec, loop, ca)
         try:
             started = asyncio.run_coroutine_threadsafe(gateway._start(), loop)
             started.result(timeout=_START_TIMEOUT_S)

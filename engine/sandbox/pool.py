@@ -3,8 +3,8 @@
 Each warm container is made for one trial of the batch, the next ones in queue order,
 at most `warm` waiting or being made at a time. It is made as that trial's cold one
 would be (`Sandbox.create`: no network, the same limits, the trial's own labels, plus
-`proctor.pool`), with its own gateway folder and the egress relay started when the
-trial will need a gateway. Only
+`proctor.pool`), with its own gateway folder, the egress relay started and a CA of
+its own trusted when the trial will need a gateway. Only
 that trial can claim it, once; a trial whose container is still being made waits for
 it, and one whose container was not started yet makes its own. Nothing is given back:
 the trial's teardown removes it as it removes a cold one, so a warm container has never
@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Literal
 import docker
 from docker.errors import DockerException
 
+from .ca import CertificateAuthority
 from .cleanup import POOL_LABEL, labels
 from .container import Sandbox
 from .mount import GatewayMount
-from .relay import start_relay
+from .relay import start_relay, trust_ca
 
 if TYPE_CHECKING:
     from ..config import Resources
@@ -51,6 +52,7 @@ class Warm:
     sandbox: Sandbox
     mount: GatewayMount | None = None
     relay: str | None = None  # the runtime of the egress relay started in it, with a mount
+    ca: CertificateAuthority | None = None  # the trial's gateway CA, which it trusts already
 
     def remove(self) -> None:
         try:
@@ -215,6 +217,8 @@ class SandboxPool:
         if mount is not None:  # it connects to the gateway per connection: the trial starts that
             try:
                 warm.relay = start_relay(sandbox)
+                warm.ca = CertificateAuthority()  # its key stays in this process, as a trial's
+                trust_ca(sandbox, warm.ca.cert_pem)
             except BaseException:
                 warm.remove()
                 raise

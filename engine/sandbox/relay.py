@@ -3,7 +3,9 @@
 The sandbox has no network but loopback; the gateway's socket is mounted (read-only)
 into it. The relay copies bytes both ways and decides nothing: the gateway
 enforces the allow-list. It is written in whatever the image has: python3,
-node, or socat; an image with none of them cannot reach the gateway.
+node, or socat; an image with none of them cannot reach the gateway. The sandbox
+trusts the gateway's CA (it terminates TLS for brokered hosts) through a bundle of
+the image's own CAs and that one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ GATEWAY_DIR = "/run/proctor-gateway"  # where the gateway's socket folder is mou
 SOCKET_NAME = "gateway.sock"
 PORT = 3128
 READY = f"{ENGINE_DIR}/relay.ready"
+CA_FILE = f"{ENGINE_DIR}/gateway-ca.pem"
+CA_BUNDLE = f"{ENGINE_DIR}/ca-bundle.pem"
+# The image's own CAs first, so tunnelled hosts still verify; then the gateway's.
+_BUNDLE = (f"for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do "
+           f"[ -f $f ] && cat $f && break; done > {CA_BUNDLE}; cat {CA_FILE} >> {CA_BUNDLE}")
 
 PYTHON = f"""
 import socket, sys, threading
@@ -91,7 +98,13 @@ def start_relay(sandbox: Sandbox) -> str:
     return out.stdout.strip()
 
 
-def proxy_env(ca_bundle: str, ca_file: str) -> dict[str, str]:
+def trust_ca(sandbox: Sandbox, ca_pem: bytes) -> None:
+    """Make the sandbox trust the gateway's CA: its file, and the bundle (CA_BUNDLE)."""
+    sandbox.put_files({CA_FILE.lstrip("/"): ca_pem}, base="/")
+    sandbox.exec(_BUNDLE, timeout=30, workdir="/")
+
+
+def proxy_env(ca_bundle: str = CA_BUNDLE, ca_file: str = CA_FILE) -> dict[str, str]:
     """What the sandbox needs to send its traffic through the relay and trust the gateway's CA."""
     proxy = f"http://127.0.0.1:{PORT}"
     return {

@@ -477,6 +477,26 @@ def test_start_failure_is_one_sentence(tmp_path):
         host.close()
 
 
+def test_gateways_trusting_the_same_files_share_a_context_until_a_file_changes(tmp_path):
+    """Loading the system's CAs costs tens of milliseconds a trial; a trust file replaced
+    between batches is still loaded again."""
+    path = tmp_path / "upstream-ca.pem"
+    first, second = UpstreamCA(), UpstreamCA()
+    path.write_bytes(first.pem)
+    host = GatewayHost()
+    try:
+        a = host.start(GatewaySpec(socket_path=tmp_path / "a.sock", trust=[path]))
+        b = host.start(GatewaySpec(socket_path=tmp_path / "b.sock", trust=[path]))
+        assert a._upstream_tls is b._upstream_tls
+        path.write_bytes(second.pem + b"\n")  # another CA (and a size of its own)
+        c = host.start(GatewaySpec(socket_path=tmp_path / "c.sock", trust=[path]))
+        assert c._upstream_tls is not a._upstream_tls
+        serials = {int(cert["serialNumber"], 16) for cert in c._upstream_tls.get_ca_certs()}
+        assert second.cert.serial_number in serials and first.cert.serial_number not in serials
+    finally:
+        host.close()
+
+
 def test_close_ends_open_tunnels(tmp_path, world):
     host = GatewayHost()
     gateway = host.start(GatewaySpec(socket_path=tmp_path / "g.sock", allow=[OTHER],

@@ -20,7 +20,7 @@ from engine.events import PhaseEnded
 from engine.sandbox.cleanup import POOL_LABEL, labels, owner_id, sweep
 from engine.sandbox.container import Sandbox
 from engine.sandbox.pool import PoolKey, SandboxPool
-from engine.sandbox.relay import GATEWAY_DIR
+from engine.sandbox.relay import CA_BUNDLE, GATEWAY_DIR
 from tests.conftest import BASE_IMAGE
 from tests.engine.test_cli import start_run, write_suite
 from tests.engine import test_egress_docker as egress
@@ -120,6 +120,10 @@ def test_a_warm_sandbox_for_a_gateway_trial_mounts_its_own_gateway_folder(docker
         warms = [pool.claim(t, KEY) for t in (first, second)]
         assert all(w is not None and w.mount is not None for w in warms)
         assert [w.relay for w in warms] == ["python3", "python3"], "the relay was not started ahead"
+        assert warms[0].ca.cert_pem != warms[1].ca.cert_pem, "two trials share a gateway CA"
+        for warm in warms:  # each trusts its own CA already
+            bundle = warm.sandbox.exec(f"cat {CA_BUNDLE}", timeout=30, workdir="/").stdout
+            assert warm.ca.cert_pem.decode().strip() in bundle
         folders = {w.mount.folder for w in warms}
         assert len(folders) == 2 and all(f.is_dir() for f in folders), "two trials shared a gateway folder"
         for trial_id, warm in zip((first, second), warms):
