@@ -6,12 +6,16 @@ bench/make_workspace.py), against `git diff` of the same change on the host.
 Each round runs one trial's workspace work in a fresh child process, so its peak RSS
 (`ru_maxrss`) is that trial's: a sandbox on `proctor-test-base:bookworm`, the workspace
 placed as `git(WS)` (the first placement fetches on the host; a second sandbox is placed
-from the cached fetch), the snapshot, then `--turns` turns each changing one file and
+from the cached fetch), the snapshot, the hand-over to the agent's user (a chown of the
+whole workspace, as a trial makes; `--no-hand-over` skips it), then `--turns` turns each changing one file and
 adding one (an exec in the sandbox), each followed by the per-turn and cumulative diffs
-as `engine/context.py` makes them. Two paths alternate round by round:
+as `engine/context.py` makes them. Three paths alternate round by round:
 - `tar`: the archive read of the whole workspace each time (`Sandbox.read_tree`), which
   is also the fallback on a remote daemon;
-- `layer`: the container's file system read from the host (engine/sandbox/layer.py).
+- `layer`: the workspace placed through the daemon's archive, then the container's file
+  system read from the host (engine/sandbox/layer.py): the path before host writes;
+- `host`: the workspace copied from the host's tar into the container's file system
+  (engine/sandbox/hostfs.py), the snapshot trusting the placed hashes, diffs as `layer`.
 The same change is then made to the host repository and `git diff` timed there.
 Prints each round, the medians per path, `summary:` lines and the goals. Always exits 0.
 
@@ -43,7 +47,7 @@ def _change(n: int) -> str:
             f"printf 'def turn_{n}():\\n    return {n}\\n' > lib/turn_{n}.py")
 
 
-def child(path: str, ws: str, turns: int) -> dict:
+def child(path: str, ws: str, turns: int, hand_over: bool = True) -> dict:
     """One trial's workspace work; returns its figures."""
     import docker
 
@@ -55,7 +59,7 @@ def child(path: str, ws: str, turns: int) -> dict:
     from engine.spec import git
 
     layer = None
-    if path == "layer":
+    if path in ("layer", "host"):
         from engine.sandbox import layer
     client = docker.from_env()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -66,15 +70,20 @@ def child(path: str, ws: str, turns: int) -> dict:
         for key in ("place_cold_s", "place_s"):
             box = Sandbox.create(client, IMAGE, labels("bench-diff", "bench-diff", owner_id()))
             boxes.append(box)
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             workspace_phase.place(box, git(ws), sources)
             out[key] = time.perf_counter() - t
+            out[key.replace("_s", "_cpu_s")] = time.process_time() - cpu  # host placement: its copy
         box = boxes[-1]
         t, cpu = time.perf_counter(), time.process_time()
         snapshot = layer.snapshot(box) if layer else box.read_tree()
         out["host"] = snapshot.layer is not None
         out["snapshot_s"] = time.perf_counter() - t
         out["snapshot_cpu_s"] = time.process_time() - cpu
+        if hand_over:  # as a trial does next: /workspace chowned to the agent, every ctime new
+            t = time.perf_counter()
+            box.hand_over()
+            out["hand_over_s"] = time.perf_counter() - t
         previous, diffs, cpus, sizes = snapshot, [], [], []
         for n in range(1, turns + 1):
             result = box.exec(_change(n), timeout=60)
@@ -124,11 +133,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--ws", default="/tmp/proctor-bench-ws")
-    parser.add_argument("--paths", default="tar,layer")
+    parser.add_argument("--paths", default="tar,layer,host")
+    parser.add_argument("--no-hand-over", action="store_true",
+                        help="skip the hand-over to the agent's user between snapshot and turns")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.ws, args.turns)))
+        print(json.dumps(child(args.child, args.ws, args.turns, not args.no_hand_over)))
         return
     subprocess.run([sys.executable, str(ROOT / "bench" / "make_workspace.py"), args.ws], check=True)
     paths = args.paths.split(",")
@@ -138,16 +149,18 @@ def main() -> None:
     for r in range(args.rounds):
         for path in paths:
             proc = subprocess.run([sys.executable, __file__, "--child", path, "--ws", args.ws,
-                                   "--turns", str(args.turns)], capture_output=True, text=True,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                   "--turns", str(args.turns)] + ["--no-hand-over"] * args.no_hand_over,
+                                  capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT),
+                                       "PROCTOR_HOST_WRITES": "1" if path == "host" else "0"})
             if proc.returncode != 0:
                 print(f"round {r + 1} {path}: failed\n{proc.stderr[-2000:]}")
                 continue
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             results[path].append(res)
             print(f"round {r + 1} {path:5}: place cold {res['place_cold_s']:.2f} s, cached "
-                  f"{res['place_s']:.2f} s · snapshot {res['snapshot_s']:.2f} s (CPU "
-                  f"{res['snapshot_cpu_s']:.2f}) · diffs {res['diff_ms']} ms (CPU {res['diff_cpu_ms']}; "
+                  f"{res['place_s']:.2f} s (engine CPU {res['place_cpu_s']:.2f}) · snapshot {res['snapshot_s']:.2f} s (CPU "
+                  f"{res['snapshot_cpu_s']:.2f}) · hand-over {res.get('hand_over_s', 0):.2f} s · diffs {res['diff_ms']} ms (CPU {res['diff_cpu_ms']}; "
                   f"{res['changed']} files) · peak RSS {res['rss_mb']:.0f} MB "
                   f"(after imports {res['rss_import_mb']:.0f} MB)", flush=True)
         wall, cpu = git_diff_ms(Path(args.ws), args.turns)
@@ -172,14 +185,22 @@ def main() -> None:
         print(f"summary: {path} snapshot {med['snapshot_s']:.2f} s")
         print(f"summary: {path} turn diff {dmed:.0f} ms")
         print(f"summary: {path} peak RSS {med['rss_mb']:.0f} MB")
-    if "layer" in results and results["layer"]:
-        rows = results["layer"]
+    goal = "host" if results.get("host") else "layer"
+    if results.get(goal):
+        rows = results[goal]
         place = statistics.median(r["place_s"] for r in rows)
         snap = statistics.median(r["snapshot_s"] for r in rows)
         dmed = statistics.median(d for r in rows for d in r["diff_ms"])
         dcpu = statistics.median(d for r in rows for d in r["diff_cpu_ms"])
         rss = statistics.median(r["rss_mb"] for r in rows)
-        print(f"goals: placement {place:.2f} s (<= 1.5) · snapshot {snap:.2f} s (<= 0.5) · "
+        if goal == "host" and results.get("layer"):
+            old = results["layer"]
+            old_place = statistics.median(r["place_s"] for r in old)
+            old_snap = statistics.median(r["snapshot_s"] for r in old)
+            print(f"host vs layer (archive placement) in the same run: placement {place:.2f} s vs "
+                  f"{old_place:.2f} s ({place / old_place:.2f}×) · snapshot {snap:.2f} s vs "
+                  f"{old_snap:.2f} s ({snap / old_snap:.2f}×)")
+        print(f"goals ({goal}): placement {place:.2f} s (<= 1.5) · snapshot {snap:.2f} s (<= 0.5) · "
               f"turn diff {dmed:.0f} ms (<= 300) and {dmed / git_med:.1f}× git diff, "
               f"CPU {dcpu / git_cpu_med:.1f}× (<= 10) · "
               f"peak RSS {rss:.0f} MB (<= 250)")

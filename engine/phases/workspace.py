@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import Void
+from ..sandbox import hostfs
 from ..sandbox.container import WORKSPACE, Sandbox
 from ..spec import Git, WorkspaceSpec
 from .git_source import AGENT_CONFIG, BRANCH, IDENTITY, MESSAGE, GitSources
@@ -26,7 +28,8 @@ def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = No
     `sources`: the batch's git sources, fetched once for all its trials (a trial alone
     gets its own)."""
     if isinstance(spec, str):
-        sandbox.put_archive("/", _tar_folder(Path(spec)))
+        if not _from_host(sandbox, lambda: hostfs.folder_members(Path(spec), WORKSPACE)):
+            sandbox.put_archive("/", _tar_folder(Path(spec)))
         return f"folder {spec}"
     if isinstance(spec, Git) and spec.source:
         own = sources is None
@@ -36,7 +39,10 @@ def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = No
         finally:
             if own:
                 sources.close()
-    sandbox.put_archive("/", _tar_folder(None))
+    # The empty tar's one entry: root's 0755 folder with mtime 0.
+    empty = hostfs.Member(WORKSPACE.lstrip("/"), "dir", 0o755, (0, 0), 0)
+    if not _from_host(sandbox, lambda: [empty]):
+        sandbox.put_archive("/", _tar_folder(None))
     if isinstance(spec, Git):
         out = sandbox.exec(_EMPTY_REPOSITORY, timeout=60)
         if out.exit_code != 0:
@@ -49,13 +55,16 @@ def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = No
 def _place_git(sandbox: Sandbox, spec: Git, sources: GitSources) -> str:
     assert spec.source is not None
     fetched, cached = sources.get(spec.source, spec.ref, spec.init)
-    # Streamed from the host copy: a big tree never sits in memory, once per trial.
-    with fetched.tree_tar.open("rb") as tree:
-        sandbox.put_archive("/", tree)
+    # Copied from the host copy where the daemon is local, else streamed: never in memory.
+    if not _from_host(sandbox, lambda: hostfs.tar_manifest(fetched.tree_tar), fetched.tree_tar):
+        with fetched.tree_tar.open("rb") as tree:
+            sandbox.put_archive("/", tree)
     if spec.init:
         assert fetched.repo_tar is not None
-        with fetched.repo_tar.open("rb") as repo:
-            sandbox.put_archive("/", repo)
+        repo_tar = fetched.repo_tar
+        if not _from_host(sandbox, lambda: hostfs.tar_manifest(repo_tar), repo_tar, trusted=False):
+            with repo_tar.open("rb") as repo:
+                sandbox.put_archive("/", repo)
         # The index was written on the host: give it this sandbox's file stats (if it has git).
         sandbox.exec("git update-index -q --refresh >/dev/null 2>&1; true", timeout=60)
     at = f" at {spec.ref}" if spec.ref else ""
@@ -63,6 +72,24 @@ def _place_git(sandbox: Sandbox, spec: Git, sources: GitSources) -> str:
         at += f" ({fetched.commit[:12]})"
     what = "tree and a one-commit .git" if spec.init else "tree only, no .git"
     return f"git {spec.source}{at} · {what}" + (" · cached" if cached else "")
+
+
+def _from_host(sandbox: Sandbox, members: Callable[[], list[hostfs.Member]],
+               tar: Path | None = None, trusted: bool = True) -> bool:
+    """Place `members` (from `tar`, else their own files) from the host into the sandbox's
+    file system (a local daemon); False: the archive must. `trusted`: the snapshot may
+    take the placed files' hashes for those whose stat did not change since."""
+    host = hostfs.root(sandbox)
+    if host is None:
+        return False
+    try:
+        with hostfs.fallback_on_error():
+            placed = hostfs.place(host, members(), WORKSPACE, tar)
+    except hostfs.Unsafe:
+        return False  # half placed is fine: the archive overwrites the same entries
+    if trusted and placed.files:
+        hostfs.remember(sandbox, placed)
+    return True
 
 
 _EMPTY_REPOSITORY = " && ".join([

@@ -22,6 +22,7 @@ from docker.types import Mount, Ulimit
 
 from .. import limits
 from ..spec import format_size
+from . import hostfs
 from .cleanup import TREE_PREFIX, owner_folder, owner_id
 from .output import OutputCollector
 from .tree import Blobs, Tree
@@ -184,6 +185,15 @@ class Sandbox:
     def hand_over(self) -> str:
         """Make the agent's unprivileged user (after setup, which runs as root) and give it
         /workspace and a HOME; returns who the agent runs as, to show."""
+        if (host := hostfs.root(self)) is not None:
+            try:
+                with hostfs.fallback_on_error():
+                    name, uid, gid, home = hostfs.hand_over(
+                        self, host, self.env.get("PATH"), WORKSPACE, AGENT_UID)
+                self.agent, self.workspace_dirty = AgentUser(name, uid, gid, home), False
+                return f"agent runs as {name} (uid {uid})"
+            except hostfs.Unsafe:
+                pass  # the script decides, inside the container
         for _ in range(HAND_OVER_TRIES):
             out = self.exec(_HAND_OVER, timeout=120, workdir="/")
             fields = out.stdout.strip().splitlines()[-1:]
@@ -202,7 +212,14 @@ class Sandbox:
     def give_back_workspace(self) -> None:
         """What root made in /workspace since the hand-over (checks) becomes the agent's again."""
         if self.agent is not None and self.workspace_dirty:
-            self.exec(_GIVE_BACK, timeout=120, workdir="/", args=[self.agent.spec])
+            host = hostfs.root(self)
+            try:
+                if host is None:
+                    raise hostfs.Unsafe("no host route")
+                with hostfs.fallback_on_error():
+                    hostfs.chown_tree(host, WORKSPACE, (self.agent.uid, self.agent.gid))
+            except hostfs.Unsafe:
+                self.exec(_GIVE_BACK, timeout=120, workdir="/", args=[self.agent.spec])
             self.workspace_dirty = False
 
     def limits_text(self, resources: "Resources") -> str:
@@ -270,7 +287,14 @@ class Sandbox:
         """Write files byte for byte, paths relative to `base`, creating folders. In /workspace
         they belong to the agent's user once it has one. Only folders inside /workspace are
         written as entries: one for /tmp would reset its mode (Docker makes other missing
-        folders itself, as root, 0755)."""
+        folders itself, as root, 0755). On a local daemon they are written from the host."""
+        if (host := hostfs.root(self)) is not None:
+            try:
+                with hostfs.fallback_on_error():
+                    owner = (self.agent.uid, self.agent.gid) if self.agent is not None else None
+                    return hostfs.write_files(host, files, base, mode, owner, WORKSPACE)
+            except hostfs.Unsafe:
+                pass  # a link or a mount on the way: the daemon resolves it inside the container
         workspace = PurePosixPath(WORKSPACE.lstrip("/"))
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from docker.errors import DockerException
 
 from .. import limits
+from . import hostfs
 from .container import (TREE_FILE_MAX, TREE_FILES_MAX, TREE_NAMES_MAX, TREE_NOTE, TREE_STREAM_MAX,
                         TREE_TOTAL_MAX, WORKSPACE, Sandbox, _not_kept)
 from .tree import Tree, entry
 
-# Twice the coarsest kernel clock tick (10 ms at HZ=100), with room for the walk's own start.
-RACY_NS = 50_000_000
+RACY_NS = hostfs.RACY_NS  # twice the coarsest kernel clock tick, with room for the walk's start
 _CHUNK = 1 << 20
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOATIME", 0)
 
@@ -53,11 +53,13 @@ class _Fallback(Exception):
 
 
 def snapshot(sandbox: Sandbox) -> Tree:
-    """The workspace as it is now, read from the host where the daemon is local."""
+    """The workspace as it is now, read from the host where the daemon is local. Files the
+    host placed (hostfs) whose stat has not changed since keep the hash placement took, and
+    their content stays in the host's source until a diff shows it."""
     root = _root(sandbox)
     if root is not None:
         try:
-            return _read(sandbox, LayerIndex(root), None)
+            return _read(sandbox, LayerIndex(root), None, hostfs.placed(sandbox))
         except _Fallback:
             pass
     return sandbox.read_tree()
@@ -79,6 +81,11 @@ def _root(sandbox: Sandbox) -> str | None:
     workspace is part of the container's own file system (no volume or bind mount on it)."""
     if sandbox.api.base_url != "http+docker://localhost":  # docker-py's name for a Unix socket
         return None  # tcp://, ssh:// (docker-py calls it http+docker://ssh): another host
+    if (host := hostfs.root(sandbox)) is not None:  # inspected once already
+        if any(m in ("/", WORKSPACE) or m.startswith(WORKSPACE + "/") for m in host.mounts):
+            return None
+        root = host.merged + WORKSPACE
+        return root if os.path.isdir(root) and not os.path.islink(root) else None
     try:
         info = sandbox.api.inspect_container(sandbox.id)
     except DockerException:
@@ -95,11 +102,18 @@ def _root(sandbox: Sandbox) -> str | None:
     return root if os.path.isdir(root) and not os.path.islink(root) else None
 
 
-def _read(sandbox: Sandbox, index: LayerIndex, previous: Tree | None) -> Tree:
-    """A tree of the workspace under `index.root`: entries of `previous` whose stat did not
-    change are kept as they are, the rest read now. Raises _Fallback where the archive
-    read must decide (a cut tree, the folder gone)."""
+def _read(sandbox: Sandbox, index: LayerIndex, previous: Tree | None,
+          placed: hostfs.Placed | None = None) -> Tree:
+    """A tree of the workspace under `index.root`: entries of `previous` (or of what was
+    `placed`) whose stat did not change are kept as they are, the rest read now. Raises
+    _Fallback where the archive read must decide (a cut tree, the folder gone)."""
     blobs = sandbox._tree_blobs()
+    known = placed.files if placed is not None else {}
+    # The hand-over's chown changed every ctime after the snapshot; what it saw is trusted,
+    # but for files it changed within RACY_NS of its end (a write may follow unseen).
+    chowned, chown_ns = hostfs.rekeyed(sandbox) if previous is not None else ({}, 0)
+    if placed is not None:
+        blobs.add_source(placed.source, placed.contents)
     tree = Tree(blobs)
     new = LayerIndex(index.root)
     tree.layer = new
@@ -133,8 +147,15 @@ def _read(sandbox: Sandbox, index: LayerIndex, previous: Tree | None) -> Tree:
                     new.stats[rel] = key
                     if st.st_ctime_ns >= started - RACY_NS:
                         new.again.add(rel)
+                    if (was := known.get(rel)) is not None and was[0] == key and placed is not None \
+                            and st.st_ctime_ns < placed.done_ns - RACY_NS and rel not in new.again:
+                        _add_placed(tree, rel, was[1], was[2])
+                        names += len(rel)
+                        continue
                     if previous is not None and rel in old_entries and rel not in index.again \
-                            and index.stats.get(rel) == key:
+                            and (index.stats.get(rel) == key or (
+                                chowned.get(rel) == (index.stats.get(rel), key)
+                                and st.st_ctime_ns < chown_ns - RACY_NS)):
                         _keep(tree, previous, rel)
                         names += len(rel) + len(previous.held.get(rel, b""))
                         continue
@@ -164,6 +185,14 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return False
+
+
+def _add_placed(tree: Tree, rel: str, size: int, digest: bytes) -> None:
+    """A file as the host placed it: its hash known, its content in the host's source."""
+    if size > limits.DIFF_SOURCE:
+        tree.add(rel, size, digest, f"<large file: {size} bytes>".encode(), sized=size <= TREE_FILE_MAX)
+    else:
+        tree.add(rel, size, digest)
 
 
 def _keep(tree: Tree, previous: Tree, rel: str) -> None:

@@ -50,6 +50,15 @@ class Blobs:
             folder / "contents.db", isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA synchronous = OFF")
         self._db.execute("CREATE TABLE content (digest BLOB UNIQUE NOT NULL, data BLOB NOT NULL)")
+        # Contents left where the host placed them from: sha256 -> (host file, offset, size).
+        self._sources: dict[bytes, tuple[str, int, int]] = {}
+
+    def add_source(self, path: str, contents: Mapping[bytes, tuple[int, int]]) -> None:
+        """Contents a diff may read from the host file `path` (a tar the engine keeps, at
+        each one's offset and size) instead of a copy here; checked against their sha256."""
+        with self._lock:
+            for digest, (offset, size) in contents.items():
+                self._sources.setdefault(digest, (path, offset, size))
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -68,15 +77,20 @@ class Blobs:
 
     def has(self, digest: bytes) -> bool:
         with self._lock:
+            if digest in self._sources:
+                return True
             row = self._open().execute("SELECT 1 FROM content WHERE digest = ?", (digest,)).fetchone()
         return row is not None
 
     def read(self, digest: bytes) -> bytes:
         with self._lock:
             row = self._open().execute("SELECT data FROM content WHERE digest = ?", (digest,)).fetchone()
-        if row is None:
-            raise FileNotFoundError(f"no content {digest.hex()[:16]} in {self.folder}")
-        return row[0]
+            source = self._sources.get(digest)
+        if row is not None:
+            return row[0]
+        if source is not None and (data := _read_source(*source, digest)) is not None:
+            return data
+        raise FileNotFoundError(f"no content {digest.hex()[:16]} in {self.folder}")
 
     def __len__(self) -> int:
         with self._lock:
@@ -125,6 +139,17 @@ class Blobs:
                 self._db.close()
                 self._db = None
         self._removal()
+
+
+def _read_source(path: str, offset: int, size: int, digest: bytes) -> bytes | None:
+    """`size` bytes of the host file `path` at `offset`, if they still have that sha256."""
+    try:
+        with open(path, "rb") as source:
+            source.seek(offset)
+            data = source.read(size)
+    except OSError:
+        return None
+    return data if len(data) == size and hashlib.sha256(data).digest() == digest else None
 
 
 class Tree(Mapping[str, bytes]):

@@ -322,6 +322,7 @@ def test_the_hand_over_asks_again_when_docker_lost_its_output(docker_client, bar
     the 200-trial load test saw one trial void as "could not make the agent's user (exit 0)"."""
     from engine.sandbox.container import ExecOutput, Sandbox
 
+    monkeypatch.setenv("PROCTOR_HOST_WRITES", "0")  # the exec route: a local daemon's needs no exec
     sandbox = Sandbox(docker_client, bare_container("mkdir -p /workspace"))
     real, calls = sandbox.exec, []
 
