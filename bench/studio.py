@@ -2,10 +2,10 @@
 """Studio responsiveness: a huge trial's first paint, the browser over 100,000 trials,
 GUI-thread stalls under a 5,000 events/s stream, and memory.
 
-1. First paint of a 10,000-item trial with a 20 MB cumulative diff (goal <= 0.5 s):
-   a synthetic record saved into a temporary store, opened in the real MainWindow
-   with each tab current in turn; timed from `open_trial` to the tab painted
-   (`repaint()` + `processEvents()`), with where the time went.
+1. First paint of a 10,000-item trial with a 20 MB cumulative diff (goal <= 0.3 s, issue 16's
+   for 100,000 items: `--items 100000`): a synthetic record saved into a temporary store,
+   opened in the real MainWindow with each tab current in turn; timed from `open_trial` to
+   the tab painted (`repaint()` + `processEvents()`), with where the time went.
 2. The browser over a store of 100,000 trials (tests/make_store.py, cached in /tmp
    by size): the MainWindow built and shown until its first page is painted
    (goal < 1 s), and filters applied through the panel's widgets until repainted
@@ -81,14 +81,14 @@ from engine.models import (  # noqa: E402
     Artifact, EgressEntry, Failure, PhaseSpan, Timings, TrajectoryItem, TrialRecord, TurnRecord, Usage,
     Validation,
 )
-from engine.store import Store  # noqa: E402
+from engine.store import SCHEMA_VERSION, Store  # noqa: E402
 from engine.store.browse import batch_spans  # noqa: E402
 from studio.app import MainWindow  # noqa: E402
 from studio.views.timeline import batch_rows  # noqa: E402
 from studio.views.status import DockerStatus  # noqa: E402
 from studio.cli import TABS  # noqa: E402
 
-FIRST_PAINT_GOAL_S = 0.5
+FIRST_PAINT_GOAL_S = 0.3  # issue 16: a 100,000-item trial (it was 0.5 s for 10,000)
 RSS_GOAL_MB = 300
 TIMELINE_PAINT_GOAL_S = 0.200
 TIMELINE_TRIALS = 1000
@@ -590,6 +590,8 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     paint(app, window)
     watch = Stopwatch()
     watch.wrap(store, "get_trial", "store.get_trial")
+    if hasattr(store, "get_trial_outline"):  # the record without its items (issue 16)
+        watch.wrap(store, "get_trial_outline", "store.outline")
     watch.wrap(store, "trial_json", "store.trial_json")
     watch.wrap(window.header, "show_record", "header")
     for name in ("overview", "trajectory", "diff", "evidence", "egress"):
@@ -613,7 +615,7 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     results[f"{first_tab}, first open"] = open_on(first_tab)  # the first open in the process
     for tab in MEASURED_TABS:
         results[tab] = open_on(tab)
-    parts = ["store.get_trial", "store.trial_json", "header", "overview", "trajectory", "diff",
+    parts = ["store.get_trial", "store.outline", "store.trial_json", "header", "overview", "trajectory", "diff",
              "evidence", "egress", "timeline"]
     print(f"   ms by tab current:   {'total':>6} {'paint':>6} |"
           + "".join(f"{p.split('.')[-1]:>11}" for p in parts))
@@ -626,8 +628,9 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     worst = results[worst_tab][0]
     first = results[f"{first_tab}, first open"][0]
     print(f"   first paint of the trial (first open, {first_tab} tab): {ms(first)}   "
-          f"goal <= 0.5 s  {mark(first <= FIRST_PAINT_GOAL_S)}")
-    print(f"   worst tab: {worst_tab} {ms(worst)}   goal <= 0.5 s  {mark(worst <= FIRST_PAINT_GOAL_S)}")
+          f"goal <= {ms(FIRST_PAINT_GOAL_S)}  {mark(first <= FIRST_PAINT_GOAL_S)}")
+    print(f"   worst tab: {worst_tab} {ms(worst)}   goal <= {ms(FIRST_PAINT_GOAL_S)}  "
+          f"{mark(worst <= FIRST_PAINT_GOAL_S)}")
     if args.profile and worst > FIRST_PAINT_GOAL_S:
         window.open_trial(small_ids["id"])
         window.show_view(worst_tab)
@@ -642,14 +645,15 @@ def first_paint(app: QApplication, args: argparse.Namespace) -> dict[str, Any]:
     settle_memory()
     print(f"   memory: RSS {rss_left:.0f} MB once the window is gone, {rss_mb():.0f} MB after "
           f"gc.collect() + malloc_trim() (freed heap glibc kept); peak so far {maxrss_mb():.0f} MB")
-    return {"first": first, "worst": worst, "worst_tab": worst_tab}
+    return {"first": first, "worst": worst, "worst_tab": worst_tab, "trajectory": results["trajectory"][0]}
 
 
 # --- 2. the browser over 100,000 trials ---------------------------------------------------------
 
 def cached_store(trials: int, batches: int, fresh: bool) -> Path:
     """tests/make_store.py's store of this size, made once and kept in /tmp between runs."""
-    path = Path(tempfile.gettempdir()) / f"proctor-bench-studio-{trials}x{batches}.db"
+    # By store schema too: a newer Proctor migrates a store, which an older one then refuses.
+    path = Path(tempfile.gettempdir()) / f"proctor-bench-studio-{trials}x{batches}-s{SCHEMA_VERSION}.db"
     if fresh or not path.exists():
         began = time.perf_counter()
         make_store(path, trials, batches)
@@ -1266,8 +1270,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  peak RSS, the {args.items:,}-item trial open on its own: {one['peak']:.0f} MB  "
               f"goal <= 300 MB  {mark(one['peak'] <= RSS_GOAL_MB)}")
         print(f"  first paint, {args.items:,} items + {args.diff_mb:g} MB diff: {ms(one['first'])} "
-              f"(worst tab {one['worst_tab']} {ms(one['worst'])})  goal <= 0.5 s  "
+              f"(worst tab {one['worst_tab']} {ms(one['worst'])})  goal <= {ms(FIRST_PAINT_GOAL_S)}  "
               f"{mark(max(one['first'], one['worst']) <= FIRST_PAINT_GOAL_S)}")
+        # Apart, for revs.py, which compares a line's first figure.
+        print(f"  first paint, worst tab: {ms(one['worst'])} ({one['worst_tab']})  goal <= "
+              f"{ms(FIRST_PAINT_GOAL_S)}  {mark(one['worst'] <= FIRST_PAINT_GOAL_S)}")
+        print(f"  first paint, trajectory tab: {ms(one['trajectory'])}  goal <= {ms(FIRST_PAINT_GOAL_S)}  "
+              f"{mark(one['trajectory'] <= FIRST_PAINT_GOAL_S)}")
     if two:
         print(f"  first page, {args.trials:,} trials: {ms(two['first_page'])}  goal < 1 s  "
               f"{mark(two['first_page'] < FIRST_PAGE_GOAL_S)}")

@@ -120,7 +120,7 @@ class Tab:
 TABS: tuple[Tab, ...] = (
     Tab("overview", OverviewPage, "Ctrl+1", store=True),
     Tab("timeline", TimelineView, "Ctrl+2", live=True),
-    Tab("trajectory", TrajectoryView, "Ctrl+3", live=True),
+    Tab("trajectory", TrajectoryView, "Ctrl+3", live=True, store=True),
     Tab("diff", DiffView, "Ctrl+4"),
     Tab("evidence", EvidenceView, "Ctrl+5"),
     Tab("egress", EgressView, "Ctrl+6"),
@@ -334,7 +334,8 @@ class MainWindow(QMainWindow):
     def open_trial(self, trial_id: str) -> None:
         self._select(trial_id, None)
         try:
-            record = self.store.get_trial(trial_id)
+            # Without its items: the Trajectory tab pages them from the store as it shows them.
+            record = self.store.get_trial_outline(trial_id)
         except StoreError as e:  # a damaged record: its sentence, and nothing of another trial
             self._show_damaged(trial_id, str(e))
             return
@@ -383,7 +384,15 @@ class MainWindow(QMainWindow):
         if self._record is None or view in self._filled:
             return
         self._filled.add(view)
-        view.show_record(self._record)
+        view.show_record(self._with_diffs(self._record) if view is self.diff else self._record)
+
+    def _with_diffs(self, record: TrialRecord) -> TrialRecord:
+        """The record with its turns' diffs, which the first read of a trial leaves in the store."""
+        try:
+            return self.store.get_trial_outline(record.id, diffs=True) or record
+        except StoreError as e:
+            self.show_error(str(e))
+            return record
 
     def open_run(self, run_id: str) -> None:
         """A run: its batch, with the run's cell picked in the grid and its trials listed."""
@@ -614,7 +623,7 @@ class MainWindow(QMainWindow):
 
         def wait() -> TrialRecord | None:
             wait_for_writer(store)
-            return store.get_trial(trial_id)
+            return store.get_trial_outline(trial_id)
 
         self.off_gui.run(wait, lambda result: self._on_record_stored(trial_id, result, retries))
 

@@ -1,6 +1,6 @@
 """The SQLite store: batches, runs, trials and their events."""
 
-from .store import Store, StoreError, default_store_path
+from .store import ItemRun, Store, StoreError, default_store_path
 from .tables import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreError", "default_store_path"]
+__all__ = ["SCHEMA_VERSION", "ItemRun", "Store", "StoreError", "default_store_path"]

@@ -5,7 +5,11 @@ connection and see what has been committed, so the studio can show a batch
 live while the CLI runs it. A write that fails is reported at once to the
 store's error listeners (a running batch stops on it); another process holding
 the lock only delays writes. Reads never trust the file: a damaged row is left
-out and counted, a damaged record is one StoreError.
+out and counted, a damaged record is one StoreError. A record's trajectory items
+and its turns' diffs are rows of their own (most of a big record): `get_trial`
+puts them back in place; the studio reads the record without them
+(`get_trial_outline`), lays the items out from a one-row summary
+(`trajectory_layout`) and reads them a page at a time (`trajectory_items`).
 """
 
 from __future__ import annotations
@@ -18,25 +22,29 @@ import time
 from collections import Counter, defaultdict
 from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 import platformdirs
 from sqlalchemy import (
-    Connection, Engine, Executable, create_engine, delete, event, func, insert, literal_column,
-    select, text, update,
+    Connection, Engine, Executable, LargeBinary, create_engine, delete, event, func, insert,
+    literal_column, select, text, update,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ..events import Event, parse_event
 from ..portable import ImportReport, Portable
 from ..models import (
-    BatchSummary, Failure, RunSummary, TrialRecord, TrialSummary, distribution,
+    BatchSummary, Failure, RunSummary, TrajectoryItem, TrialRecord, TrialSummary, distribution,
 )
 from ..text import span_ms
-from .tables import SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, RunRow, TrialRow
+from .tables import (
+    SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, RunRow, TrajectoryItemRow, TrajectoryLayoutRow,
+    TrialRow, TurnDiffRow,
+)
 from .writer import BUSY_PATIENCE_S, Writer, is_busy
 
 BUSY_TIMEOUT_MS = 10_000  # another process (CLI and studio share a store) may hold the lock briefly
@@ -46,8 +54,115 @@ JOURNAL_SIZE_LIMIT = 4 << 20
 MAX_LIMIT = 2**62  # SQLite's LIMIT is a signed 64-bit integer
 EVENT_PAGE = 2_000  # events read at a time by trial_events
 
-# Upgrades from version N to N+1, run in order on open; none yet.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+_ITEMS = TypeAdapter(list[TrajectoryItem])
+ItemRow = tuple[str, int, int, str, str]  # trial_id, position, turn, kind, json
+LayoutRow = tuple[str, str, str]  # trial_id, runs, kinds
+DiffRow = tuple[str, int, str | None, str | None]  # trial_id, turn's position, diff, cumulative_diff
+_INSERT_ITEMS = ("INSERT INTO trajectory_item (trial_id, position, turn, kind, json) "
+                 "VALUES (?, ?, ?, ?, ?)")
+_INSERT_LAYOUT = "INSERT INTO trajectory_layout (trial_id, runs, kinds) VALUES (?, ?, ?)"
+_INSERT_DIFFS = ("INSERT INTO turn_diff (trial_id, position, diff, cumulative_diff) "
+                 "VALUES (?, ?, ?, ?)")
+_DIFF_KEYS = ("diff", "cumulative_diff")
+KIND_LETTER = {"message": "m", "command": "c", "toolCall": "t", "fileChange": "f"}
+_KIND_OF_LETTER = {letter: kind for kind, letter in KIND_LETTER.items()} | {"?": ""}
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRun:
+    """Consecutive items of one turn: the first one's position and each one's kind."""
+
+    turn: int
+    start: int
+    kinds: list[str]
+
+
+def _item_rows(trial_id: str, items: list[Any]) -> list[ItemRow]:
+    """A trajectory's items (JSON values) as rows; what a damaged one lacks reads as turn 0."""
+    rows = []
+    for position, item in enumerate(items):
+        turn = item.get("turn") if isinstance(item, dict) else None
+        kind = item.get("kind") if isinstance(item, dict) else None
+        rows.append((trial_id, position, turn if isinstance(turn, int) and abs(turn) < 2**63 else 0,
+                     kind if isinstance(kind, str) else "", json.dumps(item)))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A record as stored: the record column's JSON, with its trajectory and its turns' diffs
+    left empty in their places, and the rows that hold those apart."""
+
+    record: str
+    items: list[ItemRow]
+    diffs: list[DiffRow]
+
+
+def _split_json(trial_id: str, data: dict[str, Any]) -> _Parts:
+    """Take a record's (JSON's) items and diffs out of it, in place."""
+    items = data.get("trajectory")
+    if isinstance(items, list):
+        data["trajectory"] = []
+    diffs: list[DiffRow] = []
+    turns = data.get("turns")
+    for position, turn in enumerate(turns if isinstance(turns, list) else ()):
+        texts = [turn.get(key) if isinstance(turn, dict) and isinstance(turn.get(key), str) else None
+                 for key in _DIFF_KEYS]
+        if any(texts):  # an absent key stays absent: None in its column
+            diffs.append((trial_id, position, texts[0], texts[1]))
+            turn.update({key: "" for key, text in zip(_DIFF_KEYS, texts) if text is not None})
+    item_rows = _item_rows(trial_id, items if isinstance(items, list) else [])
+    return _Parts(json.dumps(data), item_rows, diffs)
+
+
+def _split(record: TrialRecord) -> _Parts:
+    return _split_json(record.id, record.to_json())
+
+
+def _layout_row(trial_id: str, rows: list[ItemRow]) -> LayoutRow:
+    """The one-row summary of a trajectory (TrajectoryLayoutRow) from its item rows."""
+    runs: list[list[int]] = []
+    for _, position, turn, _, _ in rows:
+        if runs and runs[-1][0] == turn:
+            runs[-1][2] += 1
+        else:
+            runs.append([turn, position, 1])
+    return trial_id, json.dumps(runs), "".join(KIND_LETTER.get(row[3], "?") for row in rows)
+
+
+def _put_parts(conn: Connection, trial_id: str, parts: _Parts, replace: bool = True) -> None:
+    """A record's items and diffs (the record column is its caller's)."""
+    if replace:
+        for table in (TrajectoryItemRow, TrajectoryLayoutRow, TurnDiffRow):
+            conn.execute(delete(table).where(table.trial_id == trial_id))
+    if parts.items:  # the driver's executemany: SQLAlchemy's insert took seconds per 100,000 items
+        conn.exec_driver_sql(_INSERT_ITEMS, parts.items)
+        conn.exec_driver_sql(_INSERT_LAYOUT, _layout_row(trial_id, parts.items))
+    if parts.diffs:
+        conn.exec_driver_sql(_INSERT_DIFFS, parts.diffs)
+
+
+def _split_records(conn: Connection) -> None:
+    """Schema 1 to 2: each record's items and diffs into the new tables, a record at a time (a
+    damaged record is left as it was: it reads as damaged, alone)."""
+    for table in (TrajectoryItemRow, TrajectoryLayoutRow, TurnDiffRow):
+        table.__table__.create(conn)  # type: ignore[attr-defined]
+    apart = text("CASE WHEN json_valid(record) THEN json_array_length(record, '$.trajectory') > 0 "
+                 "OR json_array_length(record, '$.turns') > 0 END")
+    for trial_id in list(conn.execute(select(TrialRow.id).where(apart)).scalars()):
+        stored = conn.execute(select(TrialRow.record).where(TrialRow.id == trial_id)).scalar_one()
+        try:
+            data = json.loads(stored)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            parts = _split_json(trial_id, data)
+            _put_parts(conn, trial_id, parts, replace=False)
+            conn.execute(update(TrialRow).where(TrialRow.id == trial_id).values(record=parts.record))
+
+
+# Upgrades from version N to N+1, run in order on open.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records}
 
 
 class StoreError(Exception):
@@ -119,8 +234,8 @@ def _patiently(attempt: Callable[[], Any]) -> Any:
                 raise
 
 
-def _summary_columns(record: TrialRecord) -> dict[str, Any]:
-    """The trial row's columns that mirror the record."""
+def _summary_columns(record: TrialRecord, stored: str) -> dict[str, Any]:
+    """The trial row's columns that mirror the record; `stored`: its JSON as `_split` made it."""
     failure = record.failure
     return dict(
         outcome=record.outcome,
@@ -133,12 +248,12 @@ def _summary_columns(record: TrialRecord) -> dict[str, Any]:
         finished_at=record.finished_at,
         tags=json.dumps(record.tags),
         tokens=record.usage.input + record.usage.output,
-        record=json.dumps(record.to_json()),
+        record=stored,
     )
 
 
 def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
-                 clash: list[str]) -> list[tuple[Executable, list[dict[str, Any]]]]:
+                 clash: list[str]) -> list[tuple[Executable | str, list[Any]]]:
     """The inserts that add what `portable` holds and the store lacks, counted in `report`;
     an id the store holds with other content goes into `clash` (and the plan is not run).
     A few statements whatever the size: one look per table for the ids the store holds, one
@@ -151,6 +266,9 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
     new_batches: list[dict[str, Any]] = []
     new_runs: list[dict[str, Any]] = []
     new_trials: list[dict[str, Any]] = []
+    new_items: list[ItemRow] = []
+    new_layouts: list[LayoutRow] = []
+    new_diffs: list[DiffRow] = []
     new_events: list[dict[str, Any]] = []
     for batch in portable.batches:
         row = batches.get(batch.id)
@@ -175,22 +293,71 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
         for record in batch.trials:
             stored = trials.get(record.id)
             if stored is not None:
-                if json.loads(stored.record) != record.to_json():
+                if _whole(conn, record.id, stored.record) != record.to_json():
                     clash.append(f"trial {record.id}")
                     return []
                 report.trials_same += 1
                 continue
             report.trials_added += 1
+            parts = _split(record)
             new_trials.append(dict(
                 id=record.id, run_id=record.run_id, batch_id=record.batch_id,
                 case_id=record.case_id, variant=record.variant, trial=record.trial, owner="",
-                status="done", phase=None, **_summary_columns(record)))
+                status="done", phase=None, **_summary_columns(record, parts.record)))
+            if parts.items:
+                new_items.extend(parts.items)
+                new_layouts.append(_layout_row(record.id, parts.items))
+            new_diffs.extend(parts.diffs)
             new_events.extend(dict(batch_id=batch.id, trial_id=record.id, type=e.type, at=e.at,
                                    json=e.model_dump_json()) for e in batch.events.get(record.id, ()))
     # executemany: one compiled statement a table (a multi-row VALUES compiled 240,000 binds).
     return [(insert(table), rows) for table, rows in ((BatchRow, new_batches), (RunRow, new_runs),
                                                       (TrialRow, new_trials), (EventRow, new_events))
-            if rows]
+            if rows] + [(sql, rows) for sql, rows in ((_INSERT_ITEMS, new_items),
+                                                      (_INSERT_LAYOUT, new_layouts),
+                                                      (_INSERT_DIFFS, new_diffs)) if rows]
+
+
+def _item_texts(conn: Connection, trial_id: str, start: int = 0,
+                stop: int = MAX_LIMIT) -> list[str]:
+    """The JSON of a trial's items from position `start` up to `stop`, in order."""
+    # The driver's own rows: at 100,000 items SQLAlchemy's Row objects cost more than the query.
+    return [row[0] for row in conn.exec_driver_sql(
+        "SELECT json FROM trajectory_item WHERE trial_id = ? AND position >= ? AND position < ? "
+        "ORDER BY position", (trial_id, start, stop)).cursor.fetchall()]
+
+
+def _whole(conn: Connection, trial_id: str, stored: Any, items: bool = True,
+           diffs: bool = True) -> Any:
+    """The record as `to_json` gave it: the stored JSON with its items and its turns' diffs
+    back in their places (those asked for)."""
+    data = json.loads(stored) if isinstance(stored, (str, bytes)) else None
+    if not isinstance(data, dict):
+        return data
+    if items and (texts := _item_texts(conn, trial_id)):
+        data["trajectory"] = json.loads("[" + ",".join(texts) + "]")  # one parse for them all
+    turns = data.get("turns")
+    if diffs and isinstance(turns, list):
+        for position, *texts in _diff_rows(conn, trial_id):
+            if 0 <= position < len(turns) and isinstance(turns[position], dict):
+                turns[position].update({k: t for k, t in zip(_DIFF_KEYS, texts) if t is not None})
+    return data
+
+
+def _diff_rows(conn: Connection, trial_id: str) -> list[tuple[int, str | None, str | None]]:
+    """(position, diff, cumulative_diff) of a trial's turns, decoded by the driver itself: the
+    store's replacing decoder would hold a bytes copy of a 20 MB diff beside its text, and
+    that copy was the studio's peak memory. Text that is not UTF-8 takes the replacing way."""
+    raw: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+    sql = "SELECT position, diff, cumulative_diff FROM turn_diff WHERE trial_id = ?"
+    try:
+        raw.text_factory = str
+        return raw.execute(sql, (trial_id,)).fetchall()
+    except sqlite3.OperationalError:  # "Could not decode to UTF-8": a damaged file
+        raw.text_factory = _decode
+        return raw.execute(sql, (trial_id,)).fetchall()
+    finally:
+        raw.text_factory = _decode
 
 
 def _settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -462,11 +629,17 @@ class Store:
 
     def create_trial(self, record: TrialRecord, owner: str) -> None:
         """A queued trial; its record is stored already so `show` works while it runs."""
+        parts = _split(record)
         stmt = insert(TrialRow).values(
             id=record.id, run_id=record.run_id, batch_id=record.batch_id,
             case_id=record.case_id, variant=record.variant, trial=record.trial,
-            owner=owner, status="queued", **_summary_columns(record))
-        self._execute(stmt)
+            owner=owner, status="queued", **_summary_columns(record, parts.record))
+
+        def write(conn: Connection) -> None:
+            conn.execute(stmt)
+            _put_parts(conn, record.id, parts)
+
+        self._put(write)
 
     def mark_trial_running(self, trial_id: str, started_at: str, host: str | None = None) -> None:
         """Running now; `host` names the cluster node it runs on, once the node has said so."""
@@ -483,13 +656,19 @@ class Store:
     def save_trial(self, record: TrialRecord) -> Future[None]:
         """The final record; inserts the trial if it was never created (an imported one).
         Returns a future set when it is committed (or failed, with a StoreError)."""
-        columns = _summary_columns(record) | dict(status="done", phase=None)
+        parts = _split(record)
+        columns = _summary_columns(record, parts.record) | dict(status="done", phase=None)
         stmt = sqlite_insert(TrialRow).values(
             id=record.id, run_id=record.run_id, batch_id=record.batch_id,
             case_id=record.case_id, variant=record.variant, trial=record.trial,
             owner="", **columns,
         ).on_conflict_do_update(index_elements=["id"], set_=columns)
-        done = self._writer.submit(lambda conn: conn.execute(stmt))
+
+        def write(conn: Connection) -> None:
+            conn.execute(stmt)
+            _put_parts(conn, record.id, parts)
+
+        done = self._writer.submit(write)
         if done is None:
             raise StoreError(f"the store {self.path} is closed")
         return done
@@ -555,7 +734,10 @@ class Store:
             if clash:
                 return  # not an error of the write: listeners would stop a running batch
             for statement, rows in plan:
-                conn.execute(statement, rows)
+                if isinstance(statement, str):  # the driver's own SQL: items and diffs
+                    conn.exec_driver_sql(statement, rows)
+                else:
+                    conn.execute(statement, rows)
 
         done = self._writer.submit(write)
         if done is None:
@@ -615,24 +797,72 @@ class Store:
                              f"{noun}s; give more of the id")
         return ids[0] if ids else None
 
-    def trial_json(self, trial_id: str) -> dict[str, Any] | None:
+    def trial_json(self, trial_id: str, items: bool = True,
+                   diffs: bool = True) -> dict[str, Any] | None:
         """The stored record as it is, by id or unique prefix; None if there is no such trial.
-        A record that is not a JSON object is a StoreError naming the trial."""
+        `items=False`: its trajectory left empty, its items not read; `diffs=False`: its turns'
+        diffs left empty. A record that is not a JSON object is a StoreError naming the trial."""
         with self._read() as conn:
             full_id = self._resolve(conn, TrialRow, trial_id, "trial")
             if full_id is None:
                 return None
             stored = conn.execute(select(TrialRow.record).where(TrialRow.id == full_id)).scalar()
-        try:
-            data = json.loads(stored) if isinstance(stored, (str, bytes)) else None
-        except (ValueError, RecursionError) as exc:
-            raise self._damaged(full_id, str(exc).splitlines()[0][:120]) from None
+            try:
+                data = _whole(conn, full_id, stored, items, diffs)
+            except (ValueError, RecursionError) as exc:
+                raise self._damaged(full_id, str(exc).splitlines()[0][:120]) from None
         if not isinstance(data, dict):
             raise self._damaged(full_id, "no record" if data is None else "not a JSON object")
         return data
 
     def get_trial(self, trial_id: str) -> TrialRecord | None:
-        data = self.trial_json(trial_id)
+        return self._validated(trial_id, self.trial_json(trial_id))
+
+    def get_trial_outline(self, trial_id: str, diffs: bool = False) -> TrialRecord | None:
+        """The record without its trajectory items (an empty trajectory), which are neither
+        read nor parsed: `trajectory_layout` and `trajectory_items` page them. Its turns'
+        diffs are empty too unless `diffs`."""
+        if diffs:
+            return self._validated(trial_id, self.trial_json(trial_id, items=False))
+        with self._read() as conn:
+            full_id = self._resolve(conn, TrialRow, trial_id, "trial")
+            if full_id is None:
+                return None
+            stored = conn.execute(select(func.cast(TrialRow.record, LargeBinary))
+                                  .where(TrialRow.id == full_id)).scalar()
+        if stored is not None:
+            try:  # parsed and validated in one pass by pydantic's JSON reader: faster than json.loads
+                return TrialRecord.model_validate_json(stored)
+            except (ValidationError, RecursionError):
+                pass  # the slower way below says what is wrong
+        return self._validated(full_id, self.trial_json(full_id, items=False, diffs=False))
+
+    def trajectory_layout(self, trial_id: str) -> list[ItemRun]:
+        """A trial's items (full id) in brief, as runs of one turn in turn order (in the order
+        stored within a turn), read from one short row: no item's JSON."""
+        with self._read() as conn:
+            row = conn.execute(select(TrajectoryLayoutRow.runs, TrajectoryLayoutRow.kinds)
+                               .where(TrajectoryLayoutRow.trial_id == trial_id)).one_or_none()
+        if row is None:
+            return []
+        try:
+            # Sorting is stable: within a turn, runs stay in the order they were stored.
+            runs = sorted(json.loads(row.runs), key=lambda run: run[0])
+            kinds = [_KIND_OF_LETTER.get(letter, "") for letter in row.kinds]
+            return [ItemRun(turn, start, kinds[start:start + count]) for turn, start, count in runs]
+        except (ValueError, TypeError, RecursionError):
+            raise self._damaged(trial_id, "the trajectory's layout") from None
+
+    def trajectory_items(self, trial_id: str, start: int, stop: int) -> list[TrajectoryItem]:
+        """A trial's items (full id) from position `start` up to `stop`."""
+        with self._read() as conn:
+            texts = _item_texts(conn, trial_id, max(start, 0), min(max(stop, 0), MAX_LIMIT))
+        try:
+            return _ITEMS.validate_json("[" + ",".join(texts) + "]")
+        except (ValidationError, ValueError, RecursionError):
+            raise self._damaged(trial_id, f"trajectory items {start} to {stop}") from None
+
+    def _validated(self, trial_id: str, data: dict[str, Any] | None) -> TrialRecord | None:
         if data is None:
             return None
         try:

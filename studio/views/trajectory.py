@@ -5,6 +5,8 @@ paints the kind icon, the command with its exit-code badge, output folded to a
 few lines and every `[redacted]` mark as a filled badge. Folded heights are
 counted from line breaks only (no text layout), so laying out 10,000 rows is a
 dictionary lookup per row; only expanded rows are wrapped, once per width.
+Given the store, a finished trial's items are read from it a page at a time as
+the list reaches them (`StoredItems`), not with the record.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLa
 
 from engine.models import TrajectoryItem, TrialRecord, TurnRecord
 from engine.redact import MARK as REDACTED
+from engine.store import Store, StoreError
 from engine.text import fmt_ms
 from studio.models.live import LiveTrials
-from studio.models.trajectory import (HEADER, KINDS, VALIDATION, MatchRole, Row, TextRole, TrajectoryFilter,
-                                      TrajectoryModel)
+from studio.models.trajectory import (HEADER, KINDS, VALIDATION, MatchRole, Row, StoredItems, TextRole,
+                                      TrajectoryFilter, TrajectoryModel)
 from studio.theme import (GROUP_COLOUR, OUTCOME_COLOUR, REDACTED_BADGE_BG, REDACTED_BADGE_FG, VALIDATION_COLOUR,
                           VALIDATION_GLYPH, mono_font)
 
@@ -396,9 +399,11 @@ class TrajectoryView(QWidget):
     # A check's or judge's row was clicked: its phase and number ("check", 1), for its Evidence card.
     validation_clicked = Signal(str, int)
 
-    def __init__(self, live: LiveTrials | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, live: LiveTrials | None = None, store: Store | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.live = live
+        self.store = store  # where a record without its items (Store.get_trial_outline) has them
         self._following: str | None = None  # the running trial shown, by id
         self._pending: list[TrajectoryItem] = []  # its new items, appended on the clock's tick
         # A flood's items go in chunks, the event loop running between them.
@@ -481,13 +486,33 @@ class TrajectoryView(QWidget):
         self.expanded.clear()
         self._follow_when_shown = False
         self.delegate.clear()
-        self.model.set_record(record)
+        self.model.set_record(record, self._stored_items(record))
         self._update_chips()
         self._on_search(self.search.text())
         trial = self.live.trial(record.id) if self.live and record and record.outcome is None else None
         if trial is not None and trial.watched:
             self._following = record.id
             self.append_items(trial.items)
+
+    def _stored_items(self, record: TrialRecord | None) -> StoredItems | None:
+        """The items of a record read without them, from the store; None when it has them."""
+        if self.store is None or record is None or record.trajectory:
+            return None
+        store, trial_id = self.store, record.id
+        try:
+            layout = store.trajectory_layout(trial_id)
+        except StoreError:
+            return None  # a damaged summary: the turns and checks still show, without items
+        if not layout:
+            return None
+
+        def read(start: int, stop: int) -> list[TrajectoryItem]:
+            try:
+                return store.trajectory_items(trial_id, start, stop)
+            except StoreError:
+                return []  # those rows say they could not be read
+
+        return StoredItems(layout, read)
 
     def append_items(self, items: Iterable[TrajectoryItem]) -> None:
         """Live: new items at the end; the list follows them if it was at the bottom."""

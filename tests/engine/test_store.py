@@ -13,9 +13,9 @@ import pytest
 
 from engine.events import PhaseProgress, PhaseStarted, TrialFinished
 from engine.models import (
-    SCHEMA_VERSION, Failure, TrajectoryItem, TrialRecord, TrialSummary, TurnRecord, Validation,
+    Failure, TrajectoryItem, TrialRecord, TrialSummary, TurnRecord, Validation,
 )
-from engine.store import Store, StoreError, default_store_path
+from engine.store import SCHEMA_VERSION, Store, StoreError, default_store_path
 
 NOW = "2026-11-29T17:40:47.120Z"
 LATER = "2026-11-29T17:40:55.620Z"
