@@ -30,7 +30,8 @@ the batch timeline);
 peak RSS right after part 1 is that trial's alone); `--rate N` sets part 3's events a second.
 Part 3's events are made before its clock starts (`--events-made-live`: on the producer's
 thread, as before, holding the GIL against the GUI thread); its third run has them written by
-"another process" and read by the bridge's poll; besides the wall-clock stall it prints the GUI
+another process (a child process with its own Store on the same file, as a `proctor run`) and
+read by the bridge's poll; besides the wall-clock stall it prints the GUI
 thread's own CPU time between two beats (`thread_time`), which the machine's load leaves alone.
 Under PySide6 6.12.0, which drops a reference to None or True on many calls, the run
 keeps a reserve of both so that it can finish, and says so. Always exits 0.
@@ -841,6 +842,69 @@ class Producer(threading.Thread):
         self.ended_at = time.perf_counter()
 
 
+class OtherProcess:
+    """What `Producer` does with a store, from a process of its own, as a `proctor run` on the
+    same store would: its making, writing and committing hold none of the studio's GIL. The
+    events are made here, before the clock starts, and handed over as JSON."""
+
+    def __init__(self, store_path: Path, streams: list[Iterator[Event]], rate: int, seconds: float) -> None:
+        count = rate * BURST_MS // 1000 * int(seconds * 1000 / BURST_MS)
+        events = [next(streams[i % len(streams)]) for i in range(count)]
+        self.file = store_path.parent / "other-process-events.json"
+        self.file.write_text("\n".join(event.model_dump_json() for event in events))
+        self.store_path, self.rate, self.seconds = store_path, rate, seconds
+        self.put_at = None  # no delivery lag across processes
+        self.produced = len(events)
+        self.late_bursts = 0
+        self.started_at = self.ended_at = 0.0
+        context = multiprocessing.get_context("spawn")
+        self._ready, self._go, self._times = context.Event(), context.Event(), context.Queue()
+        self._process = context.Process(target=_write_elsewhere, name="bench-other-process", daemon=True,
+                                        args=(str(store_path), str(self.file), rate, seconds,
+                                              self._ready, self._go, self._times))
+        self._process.start()
+        if not self._ready.wait(60):
+            raise RuntimeError("the other process did not start")
+
+    def start(self) -> None:
+        """Let it write (on the GUI thread, from the stream's loop); its times arrive at its end."""
+        self._go.set()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self) -> None:
+        started_at, ended_at, self.late_bursts = self._times.get()
+        self.started_at = started_at
+        self.ended_at = ended_at  # last: the stream's loop ends once this is set
+        self._process.join(30)
+        self.file.unlink(missing_ok=True)
+
+
+def _write_elsewhere(store_path: str, events_file: str, rate: int, seconds: float,
+                     ready, go, times) -> None:
+    """In the other process: write the events at `rate` a second, as Engine.run does."""
+    from engine.events import parse_event
+    store = Store(Path(store_path))
+    events = [parse_event(line) for line in Path(events_file).read_text().splitlines()]
+    ready.set()
+    go.wait()
+    per_burst, late = rate * BURST_MS // 1000, 0
+    started_at = time.perf_counter()
+    for k in range(0, len(events), per_burst):
+        due = started_at + k // per_burst * BURST_MS / 1000
+        now = time.perf_counter()
+        if now < due:
+            time.sleep(due - now)
+        elif now - due > BURST_MS / 1000:
+            late += 1
+        for event in events[k:k + per_burst]:
+            store.add_event(event)
+            if isinstance(event, PhaseStarted):
+                store.set_trial_phase(event.trial_id, event.phase)
+    store.flush()
+    times.put((started_at, time.perf_counter(), late))  # perf_counter is the machine's clock
+    store.close()
+
+
 def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str, Any]:
     print(f"3. GUI stalls while {args.rate:,} events/s stream in for {args.seconds:g} s")
     folder = Path(tempfile.mkdtemp(prefix="proctor-bench-studio-"))
@@ -907,7 +971,7 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     watch.wrap(window.live, "apply", "window.live.apply")
     window.bridge.events.connect(window.live.apply)
     delivered = [0]
-    current: list[Producer | None] = [None]  # the stream running, whose put times the lag reads
+    current: list[Producer | OtherProcess | None] = [None]  # the stream running, whose put times the lag reads
     lag: list[float] = []
     batch_sizes: list[int] = []
 
@@ -917,7 +981,8 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
         delivered[0] += len(events)
         batch_sizes.append(len(events))
         put_at = current[0].put_at if current[0] else {}
-        lag.append((now - min(put_at.get(id(e), now) for e in events)) * 1000)
+        if put_at is not None:  # None: put by another process
+            lag.append((now - min(put_at.get(id(e), now) for e in events)) * 1000)
 
     window.bridge.events.connect(on_delivered)
 
@@ -933,8 +998,8 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
     probe.timeout.connect(beat)
     sampler = QTimer(interval=100, timeout=lambda: rss.append(rss_mb()))
 
-    def run_stream(seconds: float, writes: Store | None, producer: Producer | None = None,
-                   polled: bool = False) -> Producer:
+    def run_stream(seconds: float, writes: Store | None, producer: Producer | OtherProcess | None = None,
+                   polled: bool = False) -> Producer | OtherProcess:
         producer = producer or Producer(window.bridge._queue, streams, args.rate, seconds, writes,
                                         args.events_made_live)
         current[0] = producer
@@ -965,8 +1030,8 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
         delivered[0] = 0
         watch.reset()
         print(f"   {label}:")
-        producer = Producer(queue.SimpleQueue() if polled else window.bridge._queue, streams, args.rate,
-                            args.seconds, writes, args.events_made_live)
+        producer = OtherProcess(store.path, streams, args.rate, args.seconds) if polled else \
+            Producer(window.bridge._queue, streams, args.rate, args.seconds, writes, args.events_made_live)
         gc.freeze()  # the pre-made events are the bench's, not the studio's garbage to walk again
         settle_memory()  # what came before is not this run's to collect or keep
         rss_before = rss_mb()
@@ -1039,8 +1104,8 @@ def stream(app: QApplication, args: argparse.Namespace, path: Path) -> dict[str,
                                     "the store (Engine.run's add_event, set_trial_phase)", store)
         store.flush()
         window.bridge._own.discard(batch_id)
-        result["polled"] = measured("c) written to the store by another process (a `proctor run`), "
-                                    "read by the bridge's poll", store, polled=True)
+        result["polled"] = measured("c) written to the store by another process (a `proctor run`, here "
+                                    "a child process), read by the bridge's poll", None, polled=True)
         store.flush()
     dispose(app, window)
     store.close()

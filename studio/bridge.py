@@ -13,6 +13,7 @@ MAX_PER_DRAIN events a poll would stall the GUI thread), one poll at a time.
 from __future__ import annotations
 
 import queue
+import time
 from functools import partial
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -27,6 +28,8 @@ DRAIN_MS = 50
 POLL_MS = 500
 MAX_PER_DRAIN = 20_000
 POLLED_CHUNK = 2_000  # polled events emitted per pass of the event loop, not a poll's 20,000 at once
+POLL_PAGE = 500  # events read and parsed between two pauses (about 10 ms of the GIL)
+POLL_PAUSE_S = 0.002
 
 
 class EngineBridge(QObject):
@@ -126,13 +129,23 @@ class EngineBridge(QObject):
                          self._deliver_polled)
 
     def _read_new(self, after_seq: int, own: frozenset[str]) -> tuple[int, list[Event]]:
-        """On the worker thread: the seq to poll after next time, and the new events."""
+        """On the worker thread: the seq to poll after next time, and the new events. Read a
+        page at a time with a pause between: parsing holds the GIL, and the GUI thread, which
+        gives it up on every Qt call, would otherwise wait behind the whole poll."""
         last = self.store.last_event_seq()
         if last <= after_seq:
             return after_seq, []
-        rows = self.store.events(after_seq=after_seq, limit=MAX_PER_DRAIN, exclude_batches=own)
-        # Our own events were skipped in SQL; move past them too.
-        return (rows[-1][0] if len(rows) == MAX_PER_DRAIN else last), [event for _, event in rows]
+        events: list[Event] = []
+        seq = after_seq
+        while len(events) < MAX_PER_DRAIN:
+            rows = self.store.events(after_seq=seq, limit=POLL_PAGE, exclude_batches=own)
+            events += [event for _, event in rows]
+            if len(rows) < POLL_PAGE or rows[-1][0] >= last:
+                # Our own events were skipped in SQL; move past them too.
+                return last, events
+            seq = rows[-1][0]
+            time.sleep(POLL_PAUSE_S)
+        return seq, events
 
     def _deliver_polled(self, result: tuple[int, list[Event]] | Exception) -> None:
         self._polling = False

@@ -71,3 +71,36 @@ def test_a_batch_started_while_a_poll_reads_comes_by_the_queue_only(qtbot, tmp_p
     finally:
         bridge.shutdown()
         store.close()
+
+
+def test_a_poll_pages_past_our_own_events_and_loses_none_of_the_others(qtbot, tmp_path):
+    """A poll reads POLL_PAGE events at a time, with our own batch's left out in SQL: pages
+    that end on their events, or hold only theirs, neither lose nor repeat another's."""
+    from studio.bridge import POLL_PAGE, EngineBridge
+
+    store = Store(tmp_path / "proctor.db")
+    writer = Store(tmp_path / "proctor.db")
+    bridge = EngineBridge(store)
+    bridge._own.add("b_ours")
+    said: list = []
+    bridge.events.connect(said.extend)
+    try:
+        theirs, ours = other_process_events("b_other", "t_other"), other_process_events("b_ours", "t_ours")
+        # Runs of ours longer than a page between runs of theirs, then one event apart.
+        plan = [ours[:POLL_PAGE * 2], theirs[:700], ours[POLL_PAGE * 2:POLL_PAGE * 3], theirs[700:]]
+        for run in plan:
+            for event in run:
+                writer.add_event(event)
+        for a, b in zip(ours[POLL_PAGE * 3:POLL_PAGE * 3 + 50], theirs[:50]):
+            writer.add_event(a)
+            writer.add_event(b.model_copy(update={"n": b.n + EVENTS}))
+        writer.flush()
+        expected = [e.n for e in theirs] + [n + EVENTS for n in range(1, 51)]
+        qtbot.waitUntil(lambda: len(said) >= len(expected), timeout=15_000)
+        qtbot.wait(600)  # one more poll: nothing again
+        assert [e.n for e in said] == expected
+        assert {e.batch_id for e in said} == {"b_other"}
+    finally:
+        bridge.shutdown()
+        writer.close()
+        store.close()
