@@ -267,6 +267,15 @@ HAND_OVER_VIEW = ("cat /etc/passwd /etc/group; stat -c '%n %a %u %g' /etc/passwd
                   "/workspace /workspace/f.txt; cat /root/.gitconfig; stat -c '%n %a %u %g %s' /root/.gitconfig")
 
 
+def turn_tree_reading(box, snapshot, monkeypatch) -> tuple:
+    """The turn's tree, and the files it read (each file's content is read only when its
+    host-side stat changed)."""
+    read: list[str] = []
+    add = layer._add_file
+    monkeypatch.setattr(layer, "_add_file", lambda tree, prev, rel, *a: read.append(rel) or add(tree, prev, rel, *a))
+    return layer.turn_tree(box, snapshot), read
+
+
 @pytest.mark.parametrize("setup,from_host", [
     ("true", True),  # no agent user: one is added
     ("echo 'agent:x:1001:1002::/nonexistent:/bin/sh' >> /etc/passwd", True),  # the image's own
@@ -303,10 +312,7 @@ def test_the_first_turn_after_the_hand_over_reads_only_what_changed(
         assert set(seen) == {"README", "pkg/mod.py", "pkg/sub/run.sh"}
         hostfs._REKEYED[box] = (seen, ended + 10**9)  # as if the chown had ended a second later
         _sh(box, "cd /workspace && m=$(stat -c %y README) && printf 'README\\n' > README && touch -d \"$m\" README")
-        read: list[str] = []
-        add = layer._add_file
-        monkeypatch.setattr(layer, "_add_file", lambda tree, prev, rel, *a: read.append(rel) or add(tree, prev, rel, *a))
-        tree = layer.turn_tree(box, snapshot)
+        tree, read = turn_tree_reading(box, snapshot, monkeypatch)
         assert tree.changed(snapshot) == ["README"] and read == ["README"]
         assert snapshot["README"] == b"readme\n" and tree["README"] == b"README\n"
     finally:
@@ -375,10 +381,7 @@ def test_a_big_hand_over_waits_out_the_clock_tick_so_the_first_turn_reads_only_t
         snapshot = layer.snapshot(box)
         box.hand_over()
         _sh(box, "cd /workspace && m=$(stat -c %y f0007.py) && echo 'x = 8' > f0007.py && touch -d \"$m\" f0007.py")
-        read: list[str] = []
-        add = layer._add_file
-        monkeypatch.setattr(layer, "_add_file", lambda tree, prev, rel, *a: read.append(rel) or add(tree, prev, rel, *a))
-        tree = layer.turn_tree(box, snapshot)
+        tree, read = turn_tree_reading(box, snapshot, monkeypatch)
         assert tree.changed(snapshot) == ["f0007.py"] and read == ["f0007.py"]
     finally:
         box.destroy()
