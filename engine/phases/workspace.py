@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import Void
-from ..sandbox import hostfs
+from ..sandbox import hostfs, placement
 from ..sandbox.container import WORKSPACE, Sandbox
 from ..spec import Git, WorkspaceSpec
 from .git_source import AGENT_CONFIG, BRANCH, IDENTITY, MESSAGE, GitSources
@@ -28,7 +28,7 @@ def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = No
     `sources`: the batch's git sources, fetched once for all its trials (a trial alone
     gets its own)."""
     if isinstance(spec, str):
-        if not _from_host(sandbox, lambda: hostfs.folder_members(Path(spec), WORKSPACE)):
+        if not _from_host(sandbox, lambda: placement.folder_members(Path(spec), WORKSPACE)):
             sandbox.put_archive("/", _tar_folder(Path(spec)))
         return f"folder {spec}"
     if isinstance(spec, Git) and spec.source:
@@ -40,7 +40,7 @@ def place(sandbox: Sandbox, spec: WorkspaceSpec, sources: GitSources | None = No
             if own:
                 sources.close()
     # The empty tar's one entry: root's 0755 folder with mtime 0.
-    empty = hostfs.Member(WORKSPACE.lstrip("/"), "dir", 0o755, (0, 0), 0)
+    empty = placement.Member(WORKSPACE.lstrip("/"), "dir", 0o755, (0, 0), 0)
     if not _from_host(sandbox, lambda: [empty]):
         sandbox.put_archive("/", _tar_folder(None))
     if isinstance(spec, Git):
@@ -56,13 +56,13 @@ def _place_git(sandbox: Sandbox, spec: Git, sources: GitSources) -> str:
     assert spec.source is not None
     fetched, cached = sources.get(spec.source, spec.ref, spec.init)
     # Copied from the host copy where the daemon is local, else streamed: never in memory.
-    if not _from_host(sandbox, lambda: hostfs.tar_manifest(fetched.tree_tar), fetched.tree_tar):
+    if not _from_host(sandbox, lambda: placement.tar_manifest(fetched.tree_tar), fetched.tree_tar):
         with fetched.tree_tar.open("rb") as tree:
             sandbox.put_archive("/", tree)
     if spec.init:
         assert fetched.repo_tar is not None
         repo_tar = fetched.repo_tar
-        if not _from_host(sandbox, lambda: hostfs.tar_manifest(repo_tar), repo_tar, trusted=False):
+        if not _from_host(sandbox, lambda: placement.tar_manifest(repo_tar), repo_tar, trusted=False):
             with repo_tar.open("rb") as repo:
                 sandbox.put_archive("/", repo)
         # The index was written on the host: give it this sandbox's file stats (if it has git).
@@ -74,7 +74,7 @@ def _place_git(sandbox: Sandbox, spec: Git, sources: GitSources) -> str:
     return f"git {spec.source}{at} · {what}" + (" · cached" if cached else "")
 
 
-def _from_host(sandbox: Sandbox, members: Callable[[], list[hostfs.Member]],
+def _from_host(sandbox: Sandbox, members: Callable[[], list[placement.Member]],
                tar: Path | None = None, trusted: bool = True) -> bool:
     """Place `members` (from `tar`, else their own files) from the host into the sandbox's
     file system (a local daemon); False: the archive must. `trusted`: the snapshot may
@@ -84,11 +84,11 @@ def _from_host(sandbox: Sandbox, members: Callable[[], list[hostfs.Member]],
         return False
     try:
         with hostfs.fallback_on_error():
-            placed = hostfs.place(host, members(), WORKSPACE, tar)
+            placed = placement.place(host, members(), WORKSPACE, tar)
     except hostfs.Unsafe:
         return False  # half placed is fine: the archive overwrites the same entries
     if trusted and placed.files:
-        hostfs.remember(sandbox, placed)
+        placement.remember(sandbox, placed)
     return True
 
 

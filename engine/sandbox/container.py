@@ -22,7 +22,7 @@ from docker.types import Mount, Ulimit
 
 from .. import limits
 from ..spec import format_size
-from . import hostfs
+from . import host_user, hostfs
 from .cleanup import TREE_PREFIX, owner_folder, owner_id
 from .output import OutputCollector
 from .tree import Blobs, Tree
@@ -188,7 +188,7 @@ class Sandbox:
         if (host := hostfs.root(self)) is not None:
             try:
                 with hostfs.fallback_on_error():
-                    name, uid, gid, home = hostfs.hand_over(
+                    name, uid, gid, home = host_user.hand_over(
                         self, host, self.env.get("PATH"), WORKSPACE, AGENT_UID)
                 self.agent, self.workspace_dirty = AgentUser(name, uid, gid, home), False
                 return f"agent runs as {name} (uid {uid})"

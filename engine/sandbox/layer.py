@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from docker.errors import DockerException
 
 from .. import limits
-from . import hostfs
+from . import host_user, hostfs, placement
 from .container import (TREE_FILE_MAX, TREE_FILES_MAX, TREE_NAMES_MAX, TREE_NOTE, TREE_STREAM_MAX,
                         TREE_TOTAL_MAX, WORKSPACE, Sandbox, _not_kept)
 from .tree import Tree, entry
@@ -59,7 +59,7 @@ def snapshot(sandbox: Sandbox) -> Tree:
     root = _root(sandbox)
     if root is not None:
         try:
-            return _read(sandbox, LayerIndex(root), None, hostfs.placed(sandbox))
+            return _read(sandbox, LayerIndex(root), None, placement.placed(sandbox))
         except _Fallback:
             pass
     return sandbox.read_tree()
@@ -103,7 +103,7 @@ def _root(sandbox: Sandbox) -> str | None:
 
 
 def _read(sandbox: Sandbox, index: LayerIndex, previous: Tree | None,
-          placed: hostfs.Placed | None = None) -> Tree:
+          placed: placement.Placed | None = None) -> Tree:
     """A tree of the workspace under `index.root`: entries of `previous` (or of what was
     `placed`) whose stat did not change are kept as they are, the rest read now. Raises
     _Fallback where the archive read must decide (a cut tree, the folder gone)."""
@@ -111,7 +111,7 @@ def _read(sandbox: Sandbox, index: LayerIndex, previous: Tree | None,
     known = placed.files if placed is not None else {}
     # The hand-over's chown changed every ctime after the snapshot; what it saw is trusted,
     # but for files it changed within RACY_NS of its end (a write may follow unseen).
-    chowned, chown_ns = hostfs.rekeyed(sandbox) if previous is not None else ({}, 0)
+    chowned, chown_ns = host_user.rekeyed(sandbox) if previous is not None else ({}, 0)
     if placed is not None:
         blobs.add_source(placed.source, placed.contents)
     tree = Tree(blobs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sandbox import hostfs
+from engine.sandbox import host_user, hostfs
 
 
 class _Api:
@@ -60,9 +60,9 @@ def test_a_path_under_a_mount_or_not_plain_is_refused():
 
 
 def test_user_entries_are_matched_as_the_hand_over_script_greps_them():
-    assert hostfs._match("agent:x:1001:1001::/home/agent:/bin/sh", name="agent", uid_from=1)
-    assert not hostfs._match("agent:x:0:0::/root:/bin/sh", name="agent", uid_from=1)
-    assert not hostfs._match("agents:x:1001:1001::/h:/bin/sh", name="agent", uid_from=1)
-    assert hostfs._match("dev:x:1000:1000::/home/dev:/bin/sh", uid=1000)
-    assert not hostfs._match("dev:x:10000:1000::/home/dev:/bin/sh", uid=1000)
-    assert not hostfs._match("dev:x:1000", uid=1000)  # the script's grep wants the colon after it
+    assert host_user._match("agent:x:1001:1001::/home/agent:/bin/sh", name="agent", uid_from=1)
+    assert not host_user._match("agent:x:0:0::/root:/bin/sh", name="agent", uid_from=1)
+    assert not host_user._match("agents:x:1001:1001::/h:/bin/sh", name="agent", uid_from=1)
+    assert host_user._match("dev:x:1000:1000::/home/dev:/bin/sh", uid=1000)
+    assert not host_user._match("dev:x:10000:1000::/home/dev:/bin/sh", uid=1000)
+    assert not host_user._match("dev:x:1000", uid=1000)  # the script's grep wants the colon after it

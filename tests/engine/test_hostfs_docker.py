@@ -17,7 +17,7 @@ from docker.errors import NotFound
 
 from engine.phases import workspace as workspace_phase
 from engine.phases.git_source import GitSources
-from engine.sandbox import hostfs, layer
+from engine.sandbox import host_user, hostfs, layer, placement
 from engine.sandbox.container import AgentUser, Sandbox, SandboxGone
 from engine.spec import git
 
@@ -222,7 +222,7 @@ def test_the_snapshot_takes_the_placed_hashes_and_still_sees_every_change(
     sources = GitSources()
     try:
         workspace_phase.place(box, git(str(repo)), sources)
-        placed = hostfs.placed(box)
+        placed = placement.placed(box)
         assert placed is not None
         # Files placed in the last RACY_NS before placement ended are read again (racily
         # clean); this placement takes a few ms, so it is made to have ended a second later.
@@ -308,9 +308,9 @@ def test_the_first_turn_after_the_hand_over_reads_only_what_changed(
         time.sleep(layer.RACY_NS / 1e9)  # as setup would: the snapshot does not find them racy
         snapshot = layer.snapshot(box)
         box.hand_over()
-        seen, ended = hostfs._REKEYED[box]
+        seen, ended = host_user._REKEYED[box]
         assert set(seen) == {"README", "pkg/mod.py", "pkg/sub/run.sh"}
-        hostfs._REKEYED[box] = (seen, ended + 10**9)  # as if the chown had ended a second later
+        host_user._REKEYED[box] = (seen, ended + 10**9)  # as if the chown had ended a second later
         _sh(box, "cd /workspace && m=$(stat -c %y README) && printf 'README\\n' > README && touch -d \"$m\" README")
         tree, read = turn_tree_reading(box, snapshot, monkeypatch)
         assert tree.changed(snapshot) == ["README"] and read == ["README"]
@@ -372,7 +372,7 @@ def test_a_big_hand_over_waits_out_the_clock_tick_so_the_first_turn_reads_only_t
         docker_client, fresh_container, tmp_path, monkeypatch):
     folder = tmp_path / "ws"
     folder.mkdir()
-    for n in range(hostfs.SETTLE_FILES + 100):
+    for n in range(host_user.SETTLE_FILES + 100):
         (folder / f"f{n:04}.py").write_text(f"x = {n}\n")
     box = Sandbox(docker_client, fresh_container("true"))
     try:
