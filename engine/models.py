@@ -33,6 +33,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+NOTE_TEXT_MAX = 2_000  # a note is a sentence or two, not a report
+NOTE_LABEL_MAX = 40
+NOTE_TARGET_MAX = 200
+
+
+class Note(_Model):
+    """A person's short note and label on a trial (its id) or a failure group (`group:` and
+    the group's key), such as "env problem" or "agent gave up"."""
+
+    target: str = Field(min_length=1, max_length=NOTE_TARGET_MAX)
+    label: str | None = Field(default=None, max_length=NOTE_LABEL_MAX)
+    text: str = Field(default="", max_length=NOTE_TEXT_MAX)
+    updated_at: str
+
+    @field_validator("label")
+    @classmethod
+    def _one_line(cls, label: str | None) -> str | None:
+        """A label is a word or a few, one line, searchable as it is written; blank is none."""
+        if label is None:
+            return None
+        label = " ".join(label.split())
+        return label or None
+
+
 class Failure(_Model):
     kind: FailureKind
     reason: str

@@ -38,11 +38,11 @@ from pydantic import TypeAdapter, ValidationError
 from ..events import Event, parse_event
 from ..portable import ImportReport, Portable
 from ..models import (
-    BatchSummary, Failure, RunSummary, TrajectoryItem, TrialRecord, TrialSummary, distribution,
+    BatchSummary, Failure, Note, RunSummary, TrajectoryItem, TrialRecord, TrialSummary, distribution,
 )
 from ..text import span_ms
 from .tables import (
-    SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, RunRow, TrajectoryItemRow, TrajectoryLayoutRow,
+    SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, NoteRow, RunRow, TrajectoryItemRow, TrajectoryLayoutRow,
     TrialRow, TurnDiffRow,
 )
 from .writer import BUSY_PATIENCE_S, Writer, is_busy
@@ -161,8 +161,13 @@ def _split_records(conn: Connection) -> None:
             conn.execute(update(TrialRow).where(TrialRow.id == trial_id).values(record=parts.record))
 
 
+def _add_notes(conn: Connection) -> None:
+    """Schema 2 to 3: the notes and labels people put on trials and failure groups."""
+    NoteRow.__table__.create(conn)  # type: ignore[attr-defined]
+
+
 # Upgrades from version N to N+1, run in order on open.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records, 2: _add_notes}
 
 
 class StoreError(Exception):
@@ -648,6 +653,37 @@ class Store:
             record = func.json_set(record, "$.host", host)
         self._execute(update(TrialRow).where(TrialRow.id == trial_id).values(
             status="running", started_at=started_at, record=record))
+
+    def set_note(self, note: Note) -> Future[None]:
+        """Put `note` on its target, replacing the one there; one with neither text nor label
+        takes the target's note away. Returns a future set when it is committed."""
+        if not note.text.strip() and note.label is None:
+            stmt: Executable = delete(NoteRow).where(NoteRow.target == note.target)  # type: ignore[arg-type]
+        else:
+            values = note.model_dump()
+            stmt = sqlite_insert(NoteRow).values(**values).on_conflict_do_update(
+                index_elements=["target"], set_={k: v for k, v in values.items() if k != "target"})
+        done = self._writer.submit(lambda conn: conn.execute(stmt))
+        if done is None:
+            raise StoreError(f"the store {self.path} is closed")
+        return done
+
+    def notes(self, targets: Collection[str] | None = None) -> dict[str, Note]:
+        """The notes on `targets` (every note when None), by target."""
+        stmt = select(NoteRow.target, NoteRow.label, NoteRow.text, NoteRow.updated_at)
+        if targets is not None:
+            stmt = stmt.where(NoteRow.target.in_(list(targets)))  # type: ignore[attr-defined]
+        with self._read() as conn:
+            rows = conn.execute(stmt).all()
+        return {target: Note(target=target, label=label, text=text, updated_at=at)
+                for target, label, text, at in rows}
+
+    def labels(self) -> dict[str, int]:
+        """Every label in use, with how many targets carry it, most used first."""
+        with self._read() as conn:
+            rows = conn.execute(select(NoteRow.label, func.count()).where(NoteRow.label.is_not(None))  # type: ignore[union-attr]
+                                .group_by(NoteRow.label).order_by(func.count().desc(), NoteRow.label)).all()
+        return {label: count for label, count in rows}
 
     def set_trial_phase(self, trial_id: str, phase: str) -> None:
         """The phase a running trial has entered, so a browser in any process can show it."""

@@ -13,12 +13,12 @@ from __future__ import annotations
 from sqlalchemy import Column, Index, Text
 from sqlmodel import Field, SQLModel
 
-__all__ = ["SCHEMA_VERSION", "Meta", "BatchRow", "RunRow", "TrialRow", "EventRow", "TrajectoryItemRow",
+__all__ = ["SCHEMA_VERSION", "Meta", "BatchRow", "RunRow", "TrialRow", "EventRow", "TrajectoryItemRow", "NoteRow",
            "TrajectoryLayoutRow", "TurnDiffRow", "TABLES"]
 
 # The store's own schema, in `meta`; the record's is engine.models.SCHEMA_VERSION.
 # 2: trajectory items and turns' diffs moved out of the record JSON into tables of their own.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Meta(SQLModel, table=True):
@@ -139,6 +139,17 @@ class TurnDiffRow(SQLModel, table=True):
     cumulative_diff: str | None = None
 
 
+class NoteRow(SQLModel, table=True):
+    """A person's note and label on a trial or a failure group (engine.models.Note)."""
+
+    __tablename__ = "note"
+
+    target: str = Field(primary_key=True)  # a trial id, or "group:" and a failure group's key
+    label: str | None = Field(default=None, index=True)
+    text: str = ""
+    updated_at: str
+
+
 TABLES = [model.__table__  # type: ignore[attr-defined]
           for model in (Meta, BatchRow, RunRow, TrialRow, EventRow, TrajectoryItemRow, TrajectoryLayoutRow,
-                        TurnDiffRow)]
+                        TurnDiffRow, NoteRow)]

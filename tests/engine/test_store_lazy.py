@@ -135,6 +135,7 @@ def _old_store(path, records: dict[str, str]) -> None:
         conn.execute("DROP TABLE trajectory_item")
         conn.execute("DROP TABLE trajectory_layout")
         conn.execute("DROP TABLE turn_diff")
+        conn.execute("DROP TABLE note")  # schema 3's
         conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
         for trial_id, text in records.items():
             conn.execute("INSERT INTO trial (id, run_id, batch_id, case_id, variant, trial, owner, status, "
