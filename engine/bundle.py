@@ -7,6 +7,10 @@
     batches/<batch id>/trials/<id>.json  a trial's record, as `proctor show --json` prints it
                                          (its saved files travel inside, in `artifacts`)
     batches/<batch id>/events/<id>.jsonl that trial's stored events, one JSON object a line
+    batches/<batch id>/notes.json        the notes on its trials, when it has any: a list of
+                                         {"target": "t_…", "label", "text", "updated_at"}
+                                         (a failure group's note stays home: groups are made
+                                         anew from the trials wherever they land)
 
 The reader trusts nothing: the zip's directory is checked (paths, duplicates, declared sizes
 and compression ratios) before a byte is inflated, sizes are enforced again while inflating
@@ -26,12 +30,12 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from sqlalchemy import select
 
 from .events import Event, EventAdapter
 from .importer import ZIP_ERRORS, ImportRefused, Progress
-from .models import TrialRecord
+from .models import Note, TrialRecord
 from .portable import Portable, PortableBatch, PortableRun
 from .safezip import SafeZip, ZipLimits, ZipRefused
 from .store import Store, StoreError
@@ -50,8 +54,11 @@ RATIO_FLOOR = 1 << 20
 LIMITS = ZipLimits(member=MAX_MEMBER, total=MAX_TOTAL, members=MAX_MEMBERS, ratio=MAX_RATIO,
                    methods=frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}), ratio_floor=RATIO_FLOOR)
 _INT64 = 2**63  # the store keeps numbers in 64-bit columns
+# A note's JSON at most: 2,000 + 40 + 200 characters, each at worst a 6-byte \u escape, and room.
+NOTE_BYTES = 16 << 10
+_NOTES: TypeAdapter[list[Note]] = TypeAdapter(list[Note])
 _MEMBER = re.compile(
-    r"batches/([^/]+)/(?:(batch)\.json|trials/([^/]+)\.json|events/([^/]+)\.jsonl)")
+    r"batches/([^/]+)/(?:(batch)\.json|trials/([^/]+)\.json|events/([^/]+)\.jsonl|(notes)\.json)")
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 
 
@@ -118,6 +125,8 @@ def export_bundle(store: Store, ids: Iterable[str], path: str | Path,
         info.compress_type = zipfile.ZIP_DEFLATED
         return info
 
+    # Every note, filtered here: people write few, and a batch's trials are past SQL's IN limit.
+    notes = store.notes()
     done = 0
     try:
         with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
@@ -138,6 +147,9 @@ def export_bundle(store: Store, ids: Iterable[str], path: str | Path,
                     done += 1
                     if progress:
                         progress(done, total)
+                if noted := [notes[t].model_dump() for t in trials if t in notes]:
+                    zf.writestr(member(f"batches/{batch_id}/notes.json"),
+                                json.dumps(noted, indent=1))
         os.replace(part, path)
     except OSError as exc:
         raise StoreError(f"cannot write the bundle {path} ({exc.strerror or exc}): "
@@ -246,9 +258,11 @@ def _read(safe: SafeZip, refuse: Callable[[str], ImportRefused]) -> Portable:
         if match is None:
             raise refuse(f"member {name} is not part of a Proctor bundle (manifest.json and "
                          "batches/<id>/… only)")
-        batch, is_batch, trial, events = match.groups()
+        batch, is_batch, trial, events, notes = match.groups()
         if is_batch:
             members[batch]["batch"] = name
+        elif notes:
+            members[batch]["notes"] = name
         else:
             members[batch]["trials" if trial else "events"][trial or events] = name
     held = {h.batch: h for h in manifest.holds}
@@ -331,8 +345,9 @@ def _batch(safe: SafeZip, batch_id: str, parts: dict[str, Any], holding: Holding
         raise refuse(f"its manifest says batch {batch_id} holds {holding.runs} runs and "
                      f"{holding.trials} trials, but it holds {len(member.runs)} and {len(trials)}")
     trials.sort(key=lambda t: (t.run_id, t.trial, t.id))
+    notes = _notes(safe, parts.get("notes"), len(trials), refuse)
     try:
-        return PortableBatch(**dict(member), trials=trials, events=events)
+        return PortableBatch(**dict(member), trials=trials, events=events, notes=notes)
     except ValidationError as exc:
         raise refuse(f"batch {batch_id} does not hold together ({_schema_error(exc)})") from None
 
@@ -346,6 +361,24 @@ def _model(model: type[BaseModel], data: Any, name: str,
                      f"({_schema_error(exc)})") from None
     except RecursionError:
         raise refuse(f"member {name} is nested too deep") from None
+
+
+def _notes(safe: SafeZip, name: str | None, trials: int,
+           refuse: Callable[[str], ImportRefused]) -> list[Note]:
+    """A batch's notes member, if it has one; bounded by its trials before a byte is inflated
+    (SafeZip holds a member to the size it declares)."""
+    if name is None:
+        return []
+    info = safe.by_name[name]
+    if info.file_size > NOTE_BYTES * max(trials, 1):
+        raise refuse(f"member {name} is larger than the notes of {trials} trials can be "
+                     f"({info.file_size:,} bytes; one note a trial, at most {NOTE_BYTES:,} bytes)")
+    data = _json(safe.read(info), name, refuse)
+    try:
+        return _NOTES.validate_python(data)
+    except ValidationError as exc:
+        raise refuse(f"member {name} does not match the Note schema "
+                     f"({_schema_error(exc)})") from None
 
 
 def _events(data: bytes, name: str, refuse: Callable[[str], ImportRefused]) -> list[Event]:

@@ -1,4 +1,4 @@
-"""`proctor …`: run, ls, rm, show, replay, export, import, cleanup.
+"""`proctor …`: run, ls, rm, show, search, groups, replay, export, import, cleanup.
 
 Exit status: 0 every scored trial passed; 1 a trial failed; 3 infra errors and
 no failures; 2 a usage or eval-file error; 130 interrupted.
@@ -120,6 +120,22 @@ def _parser() -> argparse.ArgumentParser:
     show = command("show", cmd_show, "one trial's record")
     show.add_argument("trial_id")
     show.add_argument("--json", action="store_true")
+
+    groups = command("groups", cmd_groups, "a batch's failed and void trials grouped by cause, "
+                     "largest group first")
+    groups.add_argument("batch_id", metavar="BATCH_ID", help="a batch id, or a unique start of one")
+    groups.add_argument("--json", action="store_true", help="print the groups as JSON")
+
+    search = command("search", cmd_search, "find text in every stored trial: its trajectory, "
+                     "evidence, failure reason and prompts, newest trials first")
+    search.add_argument("query", metavar="QUERY",
+                        help='words and "phrases", all of which must match; scope with in:command, '
+                             "in:message, in:output, in:tool, in:path, in:evidence, in:reason or "
+                             'in:prompt; filter with outcome:fail, case:ID, variant:NAME, label:"env problem", '
+                             "batch:ID")
+    search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    search.add_argument("--limit", type=_whole(SEARCH_LIMIT_MAX), default=SEARCH_LIMIT,
+                        help=f"at most N hits (default {SEARCH_LIMIT})")
 
     replay = command("replay", cmd_replay, "print a stored trial's `run -v` lines again, at their recorded pace")
     replay.add_argument("trial_id")
@@ -545,6 +561,76 @@ def _record_lines(data: dict[str, Any], trial_id: str) -> list[str]:
     for v in items(data.get("validations")):
         lines.append(f"  {text(v, 'kind'):<8} {text(v, 'status'):<7} {text(v, 'name')}")
     return lines
+
+
+GROUP_TRIALS = 5  # trial ids `groups` prints of each group
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    """One block per failure group (engine.groups): count, kind, first failing check, an
+    example reason, the variants and cases, a few trial ids."""
+    from .groups import failure_groups
+
+    store = _open_store(args)
+    try:
+        found = locate(store, args.batch_id)
+        if found is None or found.kind != "batch":
+            raise UserError(f"no batch {args.batch_id} in {store.path}: `proctor ls` lists them")
+        groups = failure_groups(store, found.batch_id)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([g.model_dump(mode="json") for g in groups], indent=2))
+        return EXIT_OK
+    if not groups:
+        print(f"batch {found.batch_id} has no failed or void trial")
+    blocks = []
+    for g in groups:
+        where = f" · {g.where}" if g.where else ""
+        void = " (void)" if g.outcome == "infra_error" else ""
+        more = f" … and {g.count - GROUP_TRIALS} more" if g.count > GROUP_TRIALS else ""
+        blocks.append("\n".join([
+            f"{g.count} × {g.kind}{void}{where} · group {g.key}",
+            f"  {_one_line(g.reason)}",
+            f"  variants: {', '.join(g.variants)} · cases: {', '.join(g.cases)}",
+            f"  trials: {' '.join(g.trial_ids[:GROUP_TRIALS])}{more}"]))
+    print("\n\n".join(blocks))
+    return EXIT_OK
+
+
+SEARCH_LIMIT, SEARCH_LIMIT_MAX = 50, 10_000
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """One line a hit: trial, case, variant, outcome, where, and the snippet with its matches
+    marked (bold on a terminal, «» otherwise)."""
+    from .store.search import QueryError
+
+    store = _open_store(args)
+    try:
+        hits = store.search(args.query, limit=args.limit)
+    except QueryError as e:
+        raise UserError(f"the query cannot be searched: {e}") from None
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
+        return EXIT_OK
+    if not hits:
+        _say("no trial matches")
+    bold = sys.stdout.isatty()
+    for h in hits:
+        snippet, last = "", 0
+        for start, end in h.marks:
+            match = h.snippet[start:end]
+            snippet += h.snippet[last:start] + (f"\x1b[1m{match}\x1b[0m" if bold else f"«{match}»")
+            last = end
+        snippet += h.snippet[last:]
+        place = h.where if h.position is None else f"{h.where} {h.position}"
+        if h.field != h.where:
+            place += f" {h.field}"
+        print(f"{h.trial_id}  {h.case_id}  {h.variant}  {h.outcome or RUNNING}  {place}  {snippet.strip()}")
+    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -52,12 +52,14 @@ class BrowseFilter(BaseModel):
     cases: frozenset[str] = frozenset()
     variants: frozenset[str] = frozenset()
     tags: frozenset[str] = frozenset()
+    labels: frozenset[str] = frozenset()  # trials whose note carries one of these labels
+    trial_ids: frozenset[str] = frozenset()  # exactly these trials (a failure group's)
     text: str = ""  # in a case id, variant, trial id, batch id or failure reason
 
     @property
     def active(self) -> bool:
         return bool(self.outcomes or self.failure_kinds or self.cases or self.variants
-                     or self.tags or self.text.strip())
+                     or self.tags or self.labels or self.trial_ids or self.text.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ class TrialItem:
     tokens: int
     started_at: str | None
     phase: str | None
+    label: str | None = None  # its note's label
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,7 @@ class FilterOptions:
     variants: list[str]
     tags: list[str]
     failure_kinds: list[str]
+    labels: list[str]  # on trials; a failure group's label picks no trial
 
 
 Source = Store | Connection
@@ -199,6 +203,17 @@ def _trial_filter(flt: BrowseFilter, params: dict[str, Any]) -> str:
             params[f"tag{i}"] = json.dumps(tag)
             either.append(f"instr(t.tags, :tag{i}) > 0")
         parts.append(f"({' OR '.join(either)})")
+    if flt.trial_ids:
+        # One parameter however many: a group of 5,000 trials would pass SQLite's variable limit.
+        params["trial_ids"] = json.dumps(sorted(flt.trial_ids))
+        parts.append("t.id IN (SELECT value FROM json_each(:trial_ids))")
+    if flt.labels:
+        # The few labelled trials, from the note table's label index; their batches let the scan
+        # of ix_trial_filter seek (8 ms, not 28, for 1,000 labelled trials of 100,000).
+        labels = _in("n.label", flt.labels, "label", params)
+        parts.append(f"t.batch_id IN (SELECT lt.batch_id FROM note n JOIN trial lt "
+                     f"ON lt.id = n.target WHERE {labels}) "
+                     f"AND t.id IN (SELECT n.target FROM note n WHERE {labels})")
     if needle := flt.text.strip():
         params["text"] = f"%{_escape_like(needle)}%"
         parts.append("(" + " OR ".join(
@@ -360,7 +375,7 @@ _TRIAL_ORDER = {
 }
 _TRIAL_COLUMNS = ("t.id, t.run_id, t.batch_id, t.trial, t.status, t.outcome, t.failure_kind, "
                   "t.failure_reason, t.failure_where, t.command_count, t.duration_ms, t.tokens, "
-                  "t.started_at, t.phase")
+                  "t.started_at, t.phase, (SELECT n.label FROM note n WHERE n.target = t.id)")
 
 
 def _trial_item(row: Any) -> TrialItem:
@@ -458,12 +473,15 @@ def filter_options(source: Source) -> FilterOptions:
         UNION ALL SELECT DISTINCT 'tag', j.value
             FROM (SELECT DISTINCT tags FROM trial INDEXED BY ix_trial_filter) d,
                  json_each(CASE WHEN typeof(d.tags) != 'text' THEN '[]'
-                                WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j"""
-    found: dict[str, set[str]] = {"case": set(), "variant": set(), "tag": set(), "kind": set()}
+                                WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j
+        UNION ALL SELECT DISTINCT 'label', label FROM note
+            WHERE label IS NOT NULL AND target NOT LIKE 'group:%'"""
+    found: dict[str, set[str]] = {"case": set(), "variant": set(), "tag": set(), "kind": set(),
+                                  "label": set()}
     for what, value in _rows(source, sql, {}):
         if isinstance(value, str):  # a damaged row may hold anything
             found[what].add(value)
-    return FilterOptions(*(sorted(found[k]) for k in ("case", "variant", "tag", "kind")))
+    return FilterOptions(*(sorted(found[k]) for k in ("case", "variant", "tag", "kind", "label")))
 
 
 # -- finding and watching ------------------------------------------------------------

@@ -45,6 +45,8 @@ from .tables import (
     SCHEMA_VERSION, TABLES, BatchRow, EventRow, Meta, NoteRow, RunRow, TrajectoryItemRow, TrajectoryLayoutRow,
     TrialRow, TurnDiffRow,
 )
+from . import search as _search
+from .search import SearchHit
 from .writer import BUSY_PATIENCE_S, Writer, is_busy
 
 BUSY_TIMEOUT_MS = 10_000  # another process (CLI and studio share a store) may hold the lock briefly
@@ -167,7 +169,8 @@ def _add_notes(conn: Connection) -> None:
 
 
 # Upgrades from version N to N+1, run in order on open.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records, 2: _add_notes}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records, 2: _add_notes,
+                                                       3: _search.build_index}
 
 
 class StoreError(Exception):
@@ -275,6 +278,7 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
     new_layouts: list[LayoutRow] = []
     new_diffs: list[DiffRow] = []
     new_events: list[dict[str, Any]] = []
+    new_notes: list[dict[str, Any]] = []
     for batch in portable.batches:
         row = batches.get(batch.id)
         if row is None:
@@ -315,9 +319,14 @@ def _import_plan(conn: Connection, portable: Portable, report: ImportReport,
             new_diffs.extend(parts.diffs)
             new_events.extend(dict(batch_id=batch.id, trial_id=record.id, type=e.type, at=e.at,
                                    json=e.model_dump_json()) for e in batch.events.get(record.id, ()))
+        ours = {t.id for t in batch.trials}  # redaction may have changed a note's target
+        new_notes.extend(n.model_dump() for n in batch.notes if n.target in ours)
+    new_notes = _unnoted(conn, new_notes)  # a note the store has is a person's: it stays
+    report.notes_added = len(new_notes)
     # executemany: one compiled statement a table (a multi-row VALUES compiled 240,000 binds).
     return [(insert(table), rows) for table, rows in ((BatchRow, new_batches), (RunRow, new_runs),
-                                                      (TrialRow, new_trials), (EventRow, new_events))
+                                                      (TrialRow, new_trials), (EventRow, new_events),
+                                                      (NoteRow, new_notes))
             if rows] + [(sql, rows) for sql, rows in ((_INSERT_ITEMS, new_items),
                                                       (_INSERT_LAYOUT, new_layouts),
                                                       (_INSERT_DIFFS, new_diffs)) if rows]
@@ -384,6 +393,17 @@ def _held(conn: Connection, table: Any, ids: list[str], *columns: Any) -> dict[s
 _DELETE_CHUNK = 500  # ids per statement, well under SQLite's limit on bound variables
 
 
+def _unnoted(conn: Connection, notes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `notes` whose targets carry no note in the store."""
+    targets = [n["target"] for n in notes]
+    held: set[str] = set()
+    for start in range(0, len(targets), _DELETE_CHUNK):
+        chunk = targets[start:start + _DELETE_CHUNK]
+        held.update(conn.execute(select(NoteRow.target).where(
+            NoteRow.target.in_(chunk))).scalars())  # type: ignore[attr-defined]
+    return [n for n in notes if n["target"] not in held]
+
+
 def _delete_batch_rows(conn: Connection, batch_ids: list[str]) -> int:
     """Every row of these batches, from every table that names a batch or one of its trials
     (a table added later included); returns how many batch rows there were."""
@@ -391,6 +411,8 @@ def _delete_batch_rows(conn: Connection, batch_ids: list[str]) -> int:
     for start in range(0, len(batch_ids), _DELETE_CHUNK):
         chunk = batch_ids[start:start + _DELETE_CHUNK]
         trials = select(TrialRow.id).where(TrialRow.batch_id.in_(chunk)).scalar_subquery()
+        ids = conn.execute(select(TrialRow.id).where(TrialRow.batch_id.in_(chunk))).scalars().all()
+        _search.guarded(conn, lambda: _search.unindex_trials(conn, ids))
         for table in TABLES:  # rows keyed by a trial only go before the trials they name
             if "trial_id" in table.c and "batch_id" not in table.c:
                 conn.execute(delete(table).where(table.c.trial_id.in_(trials)))
@@ -406,6 +428,7 @@ def _delete_trial_rows(conn: Connection, trial_ids: list[str]) -> int:
     deleted = 0
     for start in range(0, len(trial_ids), _DELETE_CHUNK):
         chunk = trial_ids[start:start + _DELETE_CHUNK]
+        _search.guarded(conn, lambda: _search.unindex_trials(conn, chunk))
         for table in TABLES:  # every table that names a trial, a later one included
             if "trial_id" in table.c:
                 conn.execute(delete(table).where(table.c.trial_id.in_(chunk)))
@@ -529,6 +552,7 @@ class Store:
         if version is None:
             for table in TABLES:
                 table.create(conn)
+            _search.create_index(conn)
             conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
             return
         for step in range(version, SCHEMA_VERSION):
@@ -701,8 +725,11 @@ class Store:
         ).on_conflict_do_update(index_elements=["id"], set_=columns)
 
         def write(conn: Connection) -> None:
+            # Out of the search index before its rows change, back in after (search.py says why).
+            _search.guarded(conn, lambda: _search.unindex_trials(conn, [record.id]))
             conn.execute(stmt)
             _put_parts(conn, record.id, parts)
+            _search.guarded(conn, lambda: _search.reindex_trials(conn, [record.id]))
 
         done = self._writer.submit(write)
         if done is None:
@@ -774,6 +801,9 @@ class Store:
                     conn.exec_driver_sql(statement, rows)
                 else:
                     conn.execute(statement, rows)
+            added = [row["id"] for statement, rows in plan
+                     if getattr(getattr(statement, "table", None), "name", None) == "trial" for row in rows]
+            _search.guarded(conn, lambda: _search.reindex_trials(conn, added))
 
         done = self._writer.submit(write)
         if done is None:
@@ -795,6 +825,7 @@ class Store:
                                .where(TrialRow.id == trial_id)).one_or_none()
             if row is None:
                 return
+            _search.guarded(conn, lambda: _search.unindex_trials(conn, [trial_id]))
             values: dict[str, Any] = dict(
                 status="done", outcome="infra_error", failure_kind="infra",
                 failure_reason=reason, failure_where=None, finished_at=finished_at,
@@ -807,10 +838,18 @@ class Store:
                 except (ValueError, RecursionError):  # a damaged record: its columns still close
                     pass
             conn.execute(update(TrialRow).where(TrialRow.id == trial_id).values(**values))
+            _search.guarded(conn, lambda: _search.reindex_trials(conn, [trial_id]))
 
         self._put(write)
 
     # -- reads (own connection, committed data) --------------------------------------
+
+    def search(self, query: str, *, limit: int = 50, offset: int = 0,
+               batch_id: str | None = None) -> list[SearchHit]:
+        """A page of the texts that match `query` (search.py's language), newest trials first
+        (the last saved first); raises search.QueryError for a query that cannot be run."""
+        with self._read() as conn:
+            return _search.search(conn, query, limit=limit, offset=offset, batch_id=batch_id)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

@@ -18,7 +18,8 @@ __all__ = ["SCHEMA_VERSION", "Meta", "BatchRow", "RunRow", "TrialRow", "EventRow
 
 # The store's own schema, in `meta`; the record's is engine.models.SCHEMA_VERSION.
 # 2: trajectory items and turns' diffs moved out of the record JSON into tables of their own.
-SCHEMA_VERSION = 3
+# 3: notes. 4: the full-text search index (search.py; its tables are made there, not here).
+SCHEMA_VERSION = 4
 
 
 class Meta(SQLModel, table=True):

@@ -1,0 +1,181 @@
+"""Search without Docker: the query language, hostile queries, and the index kept current by
+every store write that changes a trial (save again, import, delete, void)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from engine.models import Failure, TrajectoryItem, TrialRecord, TurnRecord, Validation
+from engine.portable import Portable, PortableBatch, PortableRun
+from engine.store import Store
+from engine.store.search import MAX_QUERY_CHARS, QueryError, parse_query
+
+
+def record(trial_id: str, batch_id: str = "b_1", word: str = "kangaroo", outcome: str = "fail",
+           started_at: str = "2026-11-29T17:40:47.120Z", case_id: str = "c") -> TrialRecord:
+    return TrialRecord(
+        id=trial_id, batch_id=batch_id, run_id=f"r_{batch_id}", case_id=case_id, variant="v",
+        trial=1, trigger="cli", outcome=outcome, started_at=started_at,
+        failure=Failure(kind="assertion", reason=f"pytest exited 1 on {word}") if outcome == "fail" else None,
+        turns=[TurnRecord(index=0, prompt=f"fix the {word} module", status="completed", ms=1)],
+        trajectory=[TrajectoryItem(kind="message", turn=0, role="assistant", text=f"looking at {word}"),
+                    TrajectoryItem(kind="command", turn=0, command=f"grep -r {word} .", output="src/x.py: found")],
+        validations=[Validation(kind="command", name="pytest", status="failed",
+                                evidence={"stdout": f"FAILED test_{word}", "exit_code": 1})])
+
+
+def index_rows(store: Store, word: str) -> int:
+    """Rows of the index holding `word`, read straight from the table."""
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        return conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
+                            (f'"{word}"',)).fetchone()[0]
+
+
+def test_the_query_language_parses_words_phrases_scopes_and_filters():
+    query = parse_query('in:command pip "I cannot" outcome:fail case:c1 variant:mini label:"env problem" batch:b_1')
+    assert query.phrases == ["pip", "I cannot"]
+    assert (query.scopes, query.outcomes, query.cases, query.variants, query.labels, query.batches) == (
+        ["command"], ["fail"], ["c1"], ["mini"], ["env problem"], ["b_1"])
+
+
+@pytest.mark.parametrize("text, says", [
+    ("colour:red pip", "unknown filter colour:"),
+    ("in:elsewhere pip", "in:elsewhere is not a place"),
+    ("outcome:maybe pip", "outcome:maybe is not an outcome"),
+    ("case: pip", "case: needs a value"),
+    ("outcome:fail", "no words to search for"),
+    ("x" * (MAX_QUERY_CHARS + 1), "at most"),
+    (" ".join(["w"] * 40), "more than 32 terms"),
+])
+def test_a_malformed_query_is_one_sentence(text, says):
+    with pytest.raises(QueryError, match=says) as caught:
+        parse_query(text)
+    assert "\n" not in str(caught.value)
+
+
+HOSTILE = ['"unbalanced', 'kangaroo"', 'kangaroo OR wombat', 'NEAR(kangaroo wombat)', '-kangaroo',
+           'kangaroo*', '*', '"', '""', '(kangaroo', 'kangaroo)', '^kangaroo', 'body:kangaroo',
+           '"kangaroo" AND "x"', '\x00kangaroo\x00', 'kan\x00garoo', "'; DROP TABLE trial; --",
+           'kangaroo' + ' ' * 900, '\u202e\ufffdkangaroo', '"in:command kangaroo"', '12:30 kangaroo']
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_hostile_query_is_a_query_error_or_a_plain_search(store, text):
+    store.save_trial(record("t_1")).result()
+    try:
+        hits = store.search(text)
+    except QueryError:
+        return
+    # Operators are text: a hit is only ever a text holding the query's words.
+    assert all("kangaroo" in h.snippet.lower() or "or" in h.snippet.lower() for h in hits)
+    assert store.search("kangaroo")  # the store and its index still work
+
+
+def test_ten_thousand_characters_and_a_nul_are_refused_in_one_sentence(store):
+    with pytest.raises(QueryError):
+        store.search("kangaroo " * 1200)
+    assert store.search("kan\x00garoo") == []  # a NUL separates words like a space
+
+
+def test_operators_are_searched_as_text(store):
+    store.save_trial(record("t_1", word="NEAR")).result()
+    store.save_trial(record("t_2", word="quoll")).result()
+    assert {h.trial_id for h in store.search("NEAR")} == {"t_1"}
+    assert store.search("quoll OR NEAR") == []  # OR is a word that must match too
+
+
+def test_a_hit_names_its_place_and_marks_the_match(store):
+    store.save_trial(record("t_1")).result()
+    hits = {(h.where, h.position, h.field): h for h in store.search("kangaroo")}
+    assert set(hits) == {("reason", None, "reason"), ("prompt", 0, "prompt"), ("item", 0, "message"),
+                         ("item", 1, "command"), ("evidence", 0, "evidence")}
+    assert list(hits)[0] == ("reason", None, "reason")  # within a trial: the reason first
+    for hit in hits.values():
+        assert [hit.snippet[a:b] for a, b in hit.marks] == ["kangaroo"]
+    long = record("t_2", word="numbat").model_copy(update=dict(trajectory=[TrajectoryItem(
+        kind="command", turn=0, command="make", output="x\n" * 5_000 + "the numbat line" + " y" * 500)]))
+    store.save_trial(long).result()
+    [hit] = store.search("in:output numbat")
+    assert len(hit.snippet) <= 200 and "\n" not in hit.snippet
+    assert [hit.snippet[a:b] for a, b in hit.marks] == ["numbat"]
+
+
+def test_pages_come_newest_trial_first(store):
+    for n in range(5):
+        store.save_trial(record(f"t_{n}")).result()
+    trials = [h.trial_id for h in store.search("in:message kangaroo")]
+    assert trials == ["t_4", "t_3", "t_2", "t_1", "t_0"]
+    assert [h.trial_id for h in store.search("in:message kangaroo", limit=2, offset=2)] == ["t_2", "t_1"]
+
+
+def test_saving_a_trial_again_replaces_its_texts(store):
+    store.save_trial(record("t_1", word="bilby")).result()
+    store.save_trial(record("t_1", word="dingo")).result()
+    assert store.search("bilby") == [] and index_rows(store, "bilby") == 0
+    assert len(store.search("dingo")) == 5
+
+
+def test_deleting_a_batch_or_a_trial_takes_its_texts_out_of_the_index(store):
+    store.save_trial(record("t_1", batch_id="b_1", word="wallaby")).result()
+    store.save_trial(record("t_1b", batch_id="b_1", word="wallaby")).result()
+    store.save_trial(record("t_2", batch_id="b_2", word="wallaby")).result()
+    store.save_trial(record("t_3", batch_id="b_2", word="possum")).result()
+    store.create_batch("b_1", "cli", "", "2026-11-29T17:40:00Z")
+    store.finish_batch("b_1", "finished", "2026-11-29T17:50:00Z")
+    store.flush()
+    assert store.delete_batches(["b_1"]) == 1
+    assert {h.trial_id for h in store.search("wallaby")} == {"t_2"}
+    assert index_rows(store, "wallaby") == 5  # t_2's five texts, none of batch b_1's trials
+    assert store.delete_trials(["t_2"]) == 1
+    assert store.search("wallaby") == [] and index_rows(store, "wallaby") == 0
+    assert store.search("possum")
+
+
+def test_an_imported_batch_is_searchable(store):
+    trial = record("t_imp", batch_id="b_imp", word="cassowary")
+    store.import_portable(Portable(batches=[PortableBatch(
+        id="b_imp", trigger="cli", status="finished", started_at="2026-11-29T17:40:00Z",
+        runs=[PortableRun(id="r_b_imp", case_id="c", variant="v")], trials=[trial])]))
+    assert {h.trial_id for h in store.search("cassowary")} == {"t_imp"}
+    assert [h.trial_id for h in store.search("batch:b_imp cassowary in:reason")] == ["t_imp"]
+    assert [h.trial_id for h in store.search("batch:b_i batch:b_none cassowary in:reason")] == ["t_imp"]
+    store.save_trial(record("t_alone", batch_id="b_unlisted", word="cassowary")).result()
+    assert {h.trial_id for h in store.search("batch:b_unlisted cassowary")} == {"t_alone"}
+
+
+def test_a_trial_voided_after_its_process_died_is_found_by_its_new_reason(store):
+    store.save_trial(record("t_1", word="bandicoot")).result()
+    store.close_trial_as_infra("t_1", "the process running trial t_1 died (pid 4242)", "2026-11-29T18:00:00Z")
+    store.flush()
+    assert [(h.field, h.outcome) for h in store.search("in:reason died")] == [("reason", "infra_error")]
+    assert store.search("in:reason exited bandicoot") == [] and index_rows(store, "exited") == 0
+    assert store.search("outcome:infra_error bandicoot")
+
+
+def test_proctor_search_prints_a_line_a_hit_with_the_match_marked(store, capsys):
+    from tests.engine.test_cli import cli
+
+    store.save_trial(record("t_1", word="echidna")).result()
+    store.flush()
+    code, out, _ = cli(capsys, "search", "in:command echidna", "--store", store.path)
+    assert code == 0
+    assert out.splitlines() == ["t_1  c  v  fail  item 1 command  grep -r «echidna» ."]
+    code, out, _ = cli(capsys, "search", "echidna", "--json", "--limit", "2", "--store", store.path)
+    hits = json.loads(out)
+    assert code == 0 and len(hits) == 2 and hits[0]["where"] == "reason" and hits[0]["marks"]
+    code, out, err = cli(capsys, "search", "colour:red echidna", "--store", store.path)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "colour:" in err
+
+
+def test_a_damaged_index_costs_no_record_and_no_delete(store):
+    store.save_trial(record("t_1", word="quokka")).result()
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE search_index_data SET block = x'ffffffff' WHERE id > 1")
+    store.save_trial(record("t_1", word="bettong")).result()  # the index cannot take it: saved all the same
+    assert "bettong" in store.get_trial("t_1").failure.reason
+    assert store.delete_trials(["t_1"]) == 1
