@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
@@ -60,12 +60,16 @@ from .views.egress import EgressView
 from .views.evidence import EvidenceView
 from .views.header import TrialHeader
 from .views.run import RunDialog, default_eval_path
+from .views.search_hits import SearchHitsView
 from .views.settings_dialog import open_settings
 from .views.source import SourceView
 from .views.status import ClusterStatusLabel, DockerStatus
 from .views.timeline import TimelineView, batch_rows
 from .views.trajectory import TrajectoryView
 from .views.welcome import DEMO_BUNDLE, WelcomePanel, demo_plan
+
+if TYPE_CHECKING:
+    from engine.store.search import SearchHit
 
 STORE_STATUS_MS = 5000
 MESSAGE_MS = 10_000  # how long a sentence in the status bar stays (an import's, an export's)
@@ -153,6 +157,10 @@ class MainWindow(QMainWindow):
         self.browser.compare_run.connect(self.compare_pass_with_fail)
         self.browser.batch_deleted.connect(self._on_batch_deleted)
         self.browser.selection_changed.connect(self._update_compare_action)
+        # The search box's full-text hits, under it; Enter or a click opens one.
+        self.hits = SearchHitsView(self.browser.search_hits, box=self.browser.search)
+        self.browser.show_under_search(self.hits)
+        self.hits.hit_activated.connect(self.open_hit)
         self.header = TrialHeader(self.live)
         # Every one a RecordView; the window fills the current one with what is selected.
         self.views: dict[str, QWidget] = {tab.name: tab.make(self.live, store) for tab in TABS}
@@ -161,6 +169,11 @@ class MainWindow(QMainWindow):
         self.grid.compare_requested.connect(self.open_compare)
         self.grid.trial_activated.connect(self.browser.select_id)
         self.overview_page.trial_activated.connect(self.browser.select_id)  # the batch overview's links
+        self.overview_page.note_saved.connect(self.browser.note_saved)
+        # A failure group: the browser shows exactly its trials; "compare a pass with one" opens Compare.
+        self.overview_page.group_opened.connect(
+            lambda group: self.browser.show_trials(group.trial_ids, f"a {group.kind} failure group"))
+        self.overview_page.compare_requested.connect(self.open_compare)
         self.trajectory, self.diff = self.views["trajectory"], self.views["diff"]
         self.evidence, self.egress = self.views["evidence"], self.views["egress"]
         self.timeline.span_clicked.connect(self._jump_to_items)
@@ -489,6 +502,30 @@ class MainWindow(QMainWindow):
         if target is not None:
             self.tabs.setCurrentWidget(self.evidence)
             self.evidence.scroll.ensureWidgetVisible(target)
+
+    def open_hit(self, hit: SearchHit) -> None:
+        """A search hit: its trial, at what matched: the item or the turn's header in the
+        Trajectory tab, the validation's card in Evidence, the failure reason in Overview."""
+        if self.browser.model.locate(hit.trial_id).isValid():
+            self.browser.select_id(hit.trial_id)
+        else:  # the tree's filter hides it: opened without clearing the search that found it
+            self.open_trial(hit.trial_id)
+        if self.selected_trial != hit.trial_id or self._record is None:
+            return  # a damaged record: the banner says so
+        if hit.where == "item" and hit.position is not None:
+            self.tabs.setCurrentWidget(self.trajectory)
+            self.trajectory.select_item(hit.position)
+        elif hit.where == "prompt" and hit.position is not None:
+            self.tabs.setCurrentWidget(self.trajectory)
+            turns = self._record.turns  # the hit's position is the turn's place among them
+            if 0 <= hit.position < len(turns):
+                self.trajectory.select_phase("turn", turns[hit.position].index)
+        elif hit.where == "evidence" and hit.position is not None:
+            self.tabs.setCurrentWidget(self.evidence)
+            if 0 <= hit.position < len(self.evidence.cards):
+                self.evidence.scroll.ensureWidgetVisible(self.evidence.cards[hit.position])
+        else:
+            self.tabs.setCurrentWidget(self.overview_page)
 
     # --- compare -----------------------------------------------------------------------
 
@@ -950,6 +987,8 @@ def run(args: argparse.Namespace) -> int:
         window.resize(*size)
     window.show()
     error = open_from_args(window, args.open_id, args.view, args.at)
+    if args.search:
+        window.browser.search_for(args.search)
     # What is shown may need more room than was asked: say so rather than draw another size.
     size_error = _size_error(window, size) if size is not None and error is None else None
     if error is not None or size_error is not None:
@@ -979,8 +1018,9 @@ def _size_error(window: QMainWindow, size: tuple[int, int]) -> str | None:
 
 def _screenshot(app: QApplication, window: MainWindow, path: Path, size: tuple[int, int]) -> int:
     deadline = time.monotonic() + 0.6  # let timers draw (timeline, live rows)
-    while time.monotonic() < deadline:
-        app.processEvents()
+    while time.monotonic() < deadline or (window.browser.search_hits.busy
+                                           and time.monotonic() < deadline + STORE_WAIT_S):
+        app.processEvents()  # a --search's hits are read off the GUI thread: until they are in
         time.sleep(0.02)
     error = _size_error(window, size)  # a view filled meanwhile may have widened it
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at", metavar="FRACTION|DURATION",
                         help="with --view replay: where the replay stands, a fraction (0.5) or a time (3s, 1500ms);"
                              " default the end")
+    parser.add_argument("--search", metavar="QUERY",
+                        help="type QUERY into the browser's search box: the tree filters and the hits show")
     parser.add_argument("--screenshot", type=Path, metavar="PNG", help="render the window off screen to this PNG and exit")
     parser.add_argument("--theme", choices=THEMES,
                         help="light, dark, or as the desktop says (default: the choice in Settings; "

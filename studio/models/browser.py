@@ -492,7 +492,7 @@ class BrowserModel(QAbstractItemModel):
 
     def _trial_text(self, t: TrialItem, key: str) -> str:
         if key == "name":
-            return f"#{t.trial}"
+            return f"#{t.trial} · {t.label}" if t.label else f"#{t.trial}"  # its note's label
         if key == "outcome":
             glyph = theme.OUTCOME_GLYPH[t.outcome]
             if t.outcome is None:
@@ -529,12 +529,13 @@ class BrowserModel(QAbstractItemModel):
                       f"\ncommands min {item.command_min} · median {item.command_median:g}"
                       f" · max {item.command_max}")
             return f"run {item.id}: {item.case_id} under {item.variant}{spread}"
+        label = f"\nlabel: {item.label}" if item.label else ""
         if item.failure_kind:
             where = f" ({item.failure_where})" if item.failure_where else ""
-            return f"{item.failure_kind}{where}: {item.failure_reason or ''}"
+            return f"{item.failure_kind}{where}: {item.failure_reason or ''}{label}"
         if item.outcome is None:
-            return f"trial {item.id}: {self._live_phase(item)[0]}"
-        return f"trial {item.id}: {item.outcome}"
+            return f"trial {item.id}: {self._live_phase(item)[0]}{label}"
+        return f"trial {item.id}: {item.outcome}{label}"
 
     # -- loading -----------------------------------------------------------------------
 

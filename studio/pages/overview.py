@@ -12,6 +12,8 @@ from engine.models import TrialRecord
 from engine.store import Store
 from studio.views.batch_overview import BatchOverview
 from studio.views.grid import RunGrid
+from studio.views.groups import FailureGroupsModel, FailureGroupsView
+from studio.views.note import NoteEditor
 from studio.views.overview import OverviewView
 
 
@@ -19,12 +21,17 @@ class OverviewPage(QWidget):
     """A trial's OverviewView, or a batch's BatchOverview over its RunGrid, in one splitter."""
 
     trial_activated = Signal(str)  # a trial the batch overview links to was clicked
+    group_opened = Signal(object)  # a failure group (engine.groups.FailureGroup) to browse
+    compare_requested = Signal(str, str)  # a pass and a failed trial, from a failure group
+    note_saved = Signal(object)  # a trial's note (engine.models.Note), or None when taken away
 
     def __init__(self, store: Store, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
-        self.overview = OverviewView()
+        self.overview = OverviewView(note_editor=self._note_editor)
         self._batch: BatchOverview | None = None  # made when a batch is first shown
+        self.groups: FailureGroupsView  # made with the batch's figures, inside them
+        self._grouped: tuple[str, tuple[int, int] | None] | None = None  # what was grouped
         self.grid = RunGrid(store)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.overview)
@@ -39,6 +46,11 @@ class OverviewPage(QWidget):
         layout.addWidget(self.split)
         self._show(self.overview)
 
+    def _note_editor(self, trial_id: str) -> NoteEditor:
+        editor = NoteEditor(self.store, trial_id)
+        editor.saved.connect(self.note_saved)
+        return editor
+
     @property
     def batch(self) -> BatchOverview:
         """The batch's figures, made when first wanted: their plots and tables were a tenth of
@@ -48,6 +60,12 @@ class OverviewPage(QWidget):
             self._batch.trial_activated.connect(self.trial_activated)
             self._batch.run_activated.connect(self.grid.show_run)
             self._batch.costs_read.connect(self._show_costs)
+            self.groups = FailureGroupsView(FailureGroupsModel(self.store, self), self._note_editor)
+            self.groups.group_opened.connect(self.group_opened)
+            self.groups.compare_requested.connect(self.compare_requested)
+            self.groups.trial_activated.connect(self.trial_activated)
+            self._batch.insert_part("Failure groups · largest first", self.groups,
+                                    before=self._batch.voids_heading)
             self.split.insertWidget(0, self._batch)
             self.split.setStretchFactor(0, 9)
             self.split.setStretchFactor(1, 11)
@@ -81,6 +99,7 @@ class OverviewPage(QWidget):
         elif self._batch is not None:
             self._batch.setVisible(False)
             self._batch.clear()  # nothing of a batch seen before stays behind a trial
+            self.groups.model.clear()
 
     def show_record(self, record: TrialRecord | None) -> None:
         self.overview.show_record(record)
@@ -90,6 +109,7 @@ class OverviewPage(QWidget):
         self.overview.show_record(None)  # nothing of a trial seen before stays behind the grid
         self.grid.show_batch(batch_id)
         self.batch.show_batch(batch_id)
+        self._group(batch_id)
         self._show(self.grid)
 
     def show_run(self, run_id: str) -> None:
@@ -97,8 +117,10 @@ class OverviewPage(QWidget):
         self.grid.show_run(run_id)
         if self.grid.batch_id is not None:
             self.batch.show_batch(self.grid.batch_id)
+            self._group(self.grid.batch_id)
         else:
             self.batch.clear()
+            self.groups.model.clear()
         self._show(self.grid)
 
     def refresh(self) -> None:
@@ -107,3 +129,12 @@ class OverviewPage(QWidget):
         if self.currentWidget() is self.grid and self.grid.batch_id is not None:
             self.grid.show_batch(self.grid.batch_id)
             self.batch.show_batch(self.grid.batch_id)
+            self._group(self.grid.batch_id)
+
+    def _group(self, batch_id: str) -> None:
+        """The batch's failure groups, read again only when its failures may have changed."""
+        figures = self.batch.figures
+        counts = (figures.counts.failed, figures.counts.voided) if figures else None
+        if (batch_id, counts) != self._grouped or self.groups.model.batch_id != batch_id:
+            self._grouped = (batch_id, counts)
+            self.groups.model.show_batch(batch_id)

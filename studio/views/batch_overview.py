@@ -294,7 +294,8 @@ class BatchOverview(QWidget):
         column.addWidget(self._heading("Slowest phases · time per trial"))
         column.addWidget(self.phases_note)
         column.addWidget(self.phases)
-        column.addWidget(self._heading("Void trials by reason"))
+        self.voids_heading = self._heading("Void trials by reason")  # parts are inserted above it
+        column.addWidget(self.voids_heading)
         column.addWidget(self.voids_note)
         column.addWidget(self.voids)
         column.addWidget(self._heading("Slowest trials"))
@@ -312,6 +313,14 @@ class BatchOverview(QWidget):
         layout.addWidget(self.scroll, 1)
         self._set_expensive_title("Most expensive trials")
         self._show_empty(EMPTY_TEXT)
+
+    def insert_part(self, title: str, part: QWidget, before: QWidget) -> None:
+        """A part a page adds (the failure groups): its heading and it, above `before`."""
+        column = self.body.layout()
+        assert isinstance(column, QVBoxLayout)
+        at = column.indexOf(before)
+        column.insertWidget(at, part)
+        column.insertWidget(at, self._heading(title))
 
     @staticmethod
     def _heading(text: str) -> QLabel:

@@ -11,7 +11,9 @@ rows so their phase and elapsed time move.
 
 from __future__ import annotations
 
+import html
 import math
+from collections.abc import Iterable
 
 from PySide6.QtCore import (
     QEvent, QItemSelection, QItemSelectionModel, QModelIndex, QObject, QPoint, QRect, QSize, Qt,
@@ -31,6 +33,7 @@ from ..models.browser import (
     COLUMN, BatchIdRole, BrowserModel, ItemRole, KindRole, RunIdRole, TrialIdRole,
 )
 from ..models.live import LiveTrials
+from ..models.search_hits import SearchHits
 
 SEARCH_DEBOUNCE_MS = 150
 POLL_MS = 1000  # how often to ask the store whether another process changed it
@@ -153,16 +156,21 @@ class BrowserPanel(QWidget):
         self.case = _combo("Case")
         self.variant = _combo("Variant")
         self.tag = _combo("Tag")
+        self.label = _combo("Label: trials whose note carries it")
         self._choices = {self.failure_kind: "Any failure", self.case: "All cases",
-                         self.variant: "All variants", self.tag: "All tags"}
+                         self.variant: "All variants", self.tag: "All tags",
+                         self.label: "All labels"}
+        self.combos = (self.outcome, self.failure_kind, self.case, self.variant, self.tag, self.label)
         self.reload_options()
-        self.search = QLineEdit(placeholderText="Search cases, variants, ids, reasons",
+        self.search = QLineEdit(placeholderText="Search ids, reasons and trajectories (in:command pip)",
                                 clearButtonEnabled=True)
         # Typing re-queries once the user pauses, not on every key.
         self._debounce = QTimer(self, singleShot=True, interval=SEARCH_DEBOUNCE_MS,
                                 timeout=self.apply_filter)
         self.search.textChanged.connect(lambda _text: self._debounce.start())
-        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+        # The same box searches the full-text index; the window shows its hits under the box.
+        self.search_hits = SearchHits(store, self)
+        for combo in self.combos:
             combo.currentIndexChanged.connect(lambda _row: self.apply_filter())
 
         self.tree = QTreeView(uniformRowHeights=True, alternatingRowColors=True)
@@ -201,16 +209,21 @@ class BrowserPanel(QWidget):
         self.empty.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
         self.tree.viewport().installEventFilter(self)
 
-        # The five filters in one row where the panel is wide, on more rows where it is narrow.
+        # A set of trials shown by id (a failure group's, `show_trials`), and the way back.
+        self._trial_ids: frozenset[str] = frozenset()
+        self.trial_set = QLabel(visible=False, wordWrap=True, textFormat=Qt.TextFormat.RichText)
+        self.trial_set.linkActivated.connect(lambda _link: self.show_trials(()))
+        # The six filters in one row where the panel is wide, on more rows where it is narrow.
         self.filters = QWidget()
         rows = FilterRows(self.filters)
-        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+        for combo in self.combos:
             rows.addWidget(combo)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.search)
         layout.addWidget(self.filters)
+        layout.addWidget(self.trial_set)
         layout.addWidget(self.tree, 1)
 
         self._tick = QTimer(self, interval=tick_ms, timeout=self.model.tick)
@@ -229,7 +242,7 @@ class BrowserPanel(QWidget):
         options = filter_options(self.store)
         for combo, values in ((self.failure_kind, options.failure_kinds),
                               (self.case, options.cases), (self.variant, options.variants),
-                              (self.tag, options.tags)):
+                              (self.tag, options.tags), (self.label, options.labels)):
             chosen = combo.currentData()
             combo.blockSignals(True)
             combo.clear()
@@ -239,6 +252,11 @@ class BrowserPanel(QWidget):
             combo.setCurrentIndex(max(0, combo.findData(chosen)) if chosen else 0)
             combo.blockSignals(False)
 
+    def note_saved(self, _note: object = None) -> None:
+        """A note was saved elsewhere: its label joins the choices, and its trial's row shows it."""
+        self.reload_options()
+        self.model.refresh_async()
+
     def current_filter(self) -> BrowseFilter:
         def chosen(combo: QComboBox) -> frozenset[str]:
             value = combo.currentData()
@@ -246,10 +264,12 @@ class BrowserPanel(QWidget):
 
         return BrowseFilter(outcomes=chosen(self.outcome), failure_kinds=chosen(self.failure_kind),
                             cases=chosen(self.case), variants=chosen(self.variant),
-                            tags=chosen(self.tag), text=self.search.text().strip())
+                            tags=chosen(self.tag), labels=chosen(self.label),
+                            text=self.search.text().strip(), trial_ids=self._trial_ids)
 
     def apply_filter(self) -> None:
         self._debounce.stop()
+        self.search_hits.search(self.search.text())
         flt = self.current_filter()
         if flt == self.model.filter:
             return
@@ -285,13 +305,32 @@ class BrowserPanel(QWidget):
                 return
 
     def clear_filter(self) -> None:
-        for combo in (self.outcome, self.failure_kind, self.case, self.variant, self.tag):
+        for combo in self.combos:
             combo.blockSignals(True)
             combo.setCurrentIndex(0)
             combo.blockSignals(False)
         self.search.blockSignals(True)
         self.search.clear()
         self.search.blockSignals(False)
+        self._trial_ids = frozenset()
+        self.trial_set.hide()
+        self.apply_filter()
+
+    def show_trials(self, trial_ids: Iterable[str], what: str = "") -> None:
+        """Exactly these trials (with the other filters), until "show all"; none: all again."""
+        self._trial_ids = frozenset(trial_ids)
+        shown = f"{plural(len(self._trial_ids), 'trial')}" + (f" of {what}" if what else "")
+        self.trial_set.setText(f"Showing {html.escape(shown)} · <a href='all'>show all</a>")
+        self.trial_set.setVisible(bool(self._trial_ids))
+        self.apply_filter()
+
+    def show_under_search(self, widget: QWidget) -> None:
+        """Place a panel between the search box and the filters (the search's hits)."""
+        self.layout().insertWidget(1, widget)
+
+    def search_for(self, text: str) -> None:
+        """Put `text` in the search box and apply it now: the tree filters, the hits are read."""
+        self.search.setText(text)
         self.apply_filter()
 
     def focus_search(self) -> None:

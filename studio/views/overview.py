@@ -6,7 +6,9 @@ usage, the phases table and the captured artifacts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol, cast
 
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPixmap, QResizeEvent
@@ -24,6 +26,16 @@ from studio.widgets import (
     MUTED, TextBlock, card, failure_line, fmt_bytes, make_table, outcome_pill, rich, scroll_area,
     table_item, tag, wrapped,
 )
+
+
+class NoteWidget(Protocol):
+    """What the Outcome card needs of a note editor: studio.views.note.NoteEditor, made by
+    the page's `note_editor(trial_id)` (panels never import one another)."""
+
+    target: str
+
+    def flush(self) -> None: ...
+
 
 # (Timings field, label, phase group): the groups' hues, so the bar reads like the timeline.
 # Colours are looked up when drawn, so a theme switch (studio/theme.py) reaches them.
@@ -146,11 +158,15 @@ SIDE_BY_SIDE_PX = 720  # two cards of a row fit beside each other from this view
 
 
 class OverviewView(QWidget):
-    """`show_record(record)`; None shows an empty state."""
+    """`show_record(record)`; None shows an empty state. Given `note_editor`, the Outcome
+    card holds the trial's note editor."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None,
+                 note_editor: Callable[[str], QWidget] | None = None) -> None:
         super().__init__(parent)
         self.record: TrialRecord | None = None
+        self._note_editor = note_editor
+        self.note: NoteWidget | None = None  # kept while the same trial is shown again (live)
         # The widgets of the record shown, made anew by each show_record.
         self.reason: QLabel | None = None
         self.void_fields: QLabel | None = None
@@ -168,6 +184,9 @@ class OverviewView(QWidget):
         self.show_record(None)
 
     def show_record(self, record: TrialRecord | None) -> None:
+        if self.note is not None and (record is None or record.id != self.note.target):
+            self.note.flush()  # an edit waiting for a pause in typing is saved, not lost
+            self.note = None
         self.record = record
         self.reason = self.void_fields = self.timing_legend = self.artifact_text = None
         self.timing_bar = self.phases_table = self.artifacts_table = None
@@ -229,6 +248,11 @@ class OverviewView(QWidget):
                                        f"count toward the pass rate.",
                                        style=f"color: {amber_text()}; font-weight: 600;")
             body.addWidget(self.void_fields)
+        if self._note_editor is not None:
+            if self.note is None:
+                self.note = cast(NoteWidget, self._note_editor(record.id))
+            # Moved out of the old card, which the scroll area deletes.
+            body.addWidget(cast(QWidget, self.note))
         body.addStretch(1)
         return frame
 

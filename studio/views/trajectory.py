@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from PySide6.QtCore import (QItemSelection, QItemSelectionModel, QModelIndex, QPersistentModelIndex,
                             QPointF, QRectF, QSize, Qt, QTimer, Signal)
@@ -614,6 +615,22 @@ class TrajectoryView(QWidget):
         self.list.selectionModel().setCurrentIndex(shown[0], QItemSelectionModel.SelectionFlag.NoUpdate)
         self.list.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
         self.list.scrollTo(shown[0], QAbstractItemView.ScrollHint.PositionAtTop)
+
+    def select_item(self, position: int) -> bool:
+        """Select and show the trajectory item at `position` (its index among the trial's items,
+        as the store and the search index number them); its kind is shown if it was hidden.
+        False when the trial has no such item."""
+        kinds = self.model.rows.kind
+        items = (r for r in range(len(self.model.rows)) if kinds(r) in KINDS)  # items in order
+        row = next(islice(items, position, None), None) if position >= 0 else None
+        if row is None:
+            return False
+        if not self.chips[kinds(row)].isChecked():
+            self.chips[kinds(row)].setChecked(True)  # a search hit is worth seeing whatever the filter
+        index = self.proxy.mapFromSource(self.model.index(row))
+        self.list.selectionModel().setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        self.list.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+        return True
 
     def find(self, backwards: bool = False) -> int | None:
         """Go to the next (or previous) match after the current row; returns its row."""

@@ -1,0 +1,45 @@
+"""Failure groups in the batch Overview (issue 17, item 2) over a store written through the
+store's API (the Docker-recorded batch is test_groups_docker.py): the groups shown, a group
+opened in the browser, a pass compared with one of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.store import Store
+from tests.engine.test_groups import ONE_CAUSE, save
+from tests.studio.test_groups_docker import open_groups
+
+
+@pytest.fixture
+def path(tmp_path):
+    path = tmp_path / "groups.db"
+    with Store(path) as store:
+        store.create_batch("b_g", "cli", "", "2026-11-30T10:00:00.000Z")
+        store.create_run("r_good", "b_g", "greet", "good", 0)
+        store.create_run("r_bad", "b_g", "greet", "bad", 1)
+        for i, reason in enumerate(ONE_CAUSE[:4]):
+            save(store, f"t_f{i}", "r_bad", "greet", "bad", i + 1, "fail", reason, commands=("ls",))
+        for i in range(2):
+            save(store, f"t_v{i}", "r_bad", "greet", "bad", 10 + i, "infra_error",
+                 "image build failed: apt-get exited 100", kind="infra")
+        save(store, "t_p", "r_good", "greet", "good", 1, "pass", commands=("ls",))
+        store.flush()
+    return path
+
+
+def test_groups_shown_opened_and_compared(path, make_window, qtbot):
+    window = make_window(path)
+    window.resize(1024, 700)
+    qtbot.waitExposed(window)
+    view = open_groups(window, qtbot, "b_g")
+    assert [view.table.item(r, 0).text() for r in range(view.table.rowCount())] == ["4", "2"]
+    assert view.table.item(1, 1).text() == "infra (void)"
+    view.table.setCurrentCell(0, 0)
+    with qtbot.waitSignal(view.group_opened) as opened:
+        view.open_button.click()
+    assert opened.args[0].trial_ids == [f"t_f{i}" for i in range(4)]
+    assert view.note is not None and view.note.target.startswith("group:")
+    with qtbot.waitSignal(view.compare_requested) as signal:
+        view.compare_button.click()
+    assert signal.args == ["t_p", "t_f0"]
