@@ -76,6 +76,7 @@ MESSAGE_MS = 10_000  # how long a sentence in the status bar stays (an import's,
 BUSY = "an import or export is still running: try again when it is done"
 BATCH_REFRESH_MS = 1000  # a running batch's header, grid and timeline are read again at most this often
 BATCH_VIEWS = ("overview", "timeline")  # the tabs that show a batch; the others show one trial
+GROUPS_SCROLL_MS = 300  # `--view groups`: after the batch's groups are read and laid out
 GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
 # A finished trial whose record the store still lacks after that wait: looked for again this
 # many seconds later, each; then the banner says so.
@@ -950,7 +951,15 @@ def open_from_args(window: MainWindow, open_id: str | None, view: str | None,
     error = None
     if open_id and not window.browser.select_id(open_id):
         error = f"no batch or trial {open_id} in {window.store.path}"
-    if view and view != "browser":
+    if view == "groups":  # the batch Overview, scrolled to its failure groups once they are read
+        window.show_view("overview")
+        page = window.overview_page
+        def to_groups() -> None:  # their heading at the top of the pane
+            scroll = page.batch.scroll
+            scroll.verticalScrollBar().setValue(page.groups.mapTo(scroll.widget(), page.groups.rect().topLeft()).y() - 28)
+
+        QTimer.singleShot(GROUPS_SCROLL_MS, to_groups)
+    elif view and view != "browser":
         window.show_view(view)
     return error
 

@@ -13,7 +13,7 @@ from pathlib import Path
 # The tab names again, as studio/app.py's TABS holds them (a test keeps the two alike):
 # `proctor --help` builds this parser, and the CLI must not import Qt to do it.
 TABS = ["overview", "timeline", "trajectory", "diff", "evidence", "egress", "source"]
-VIEWS = ["browser", *TABS, "compare", "replay"]
+VIEWS = ["browser", *TABS, "compare", "replay", "groups"]  # groups: a batch Overview's failure groups
 THEMES = ["light", "dark", "system"]  # studio/theme.py's CHOICES again, without Qt
 
 

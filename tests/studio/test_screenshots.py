@@ -100,3 +100,20 @@ def test_an_unknown_id_is_one_line_and_exit_2(recorded, tmp_path):
     done = screenshot(recorded.store_path, "t_nope", "overview", tmp_path / "x.png")
     assert done.returncode == 2 and "no batch or trial t_nope" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "x.png").exists()
+
+
+def test_the_groups_view_shows_the_batch_overview_at_its_failure_groups(recorded, tmp_path):
+    shots = {}
+    for view in ("overview", "groups"):
+        done = screenshot(recorded.store_path, recorded.batch_id, view, tmp_path / f"{view}.png")
+        assert done.returncode == 0, done.stderr
+        shots[view] = part(QImage(str(tmp_path / f"{view}.png")), CONTENT)
+    assert not np.array_equal(shots["overview"], shots["groups"]), "--view groups did not scroll to them"
+    # The groups' counts and kinds are written in the fail colour (the batch's failed trials),
+    # anti-aliased: count the pixels near it, in the top third where the groups now stand.
+    top = shots["groups"][: shots["groups"].shape[0] // 3]
+    want = QColor(OUTCOME_COLOUR["fail"])
+    red, green, blue = (top >> 16) & 0xFF, (top >> 8) & 0xFF, top & 0xFF
+    near = (abs(red.astype(int) - want.red()) + abs(green.astype(int) - want.green())
+            + abs(blue.astype(int) - want.blue())) < 60
+    assert int(near.sum()) > 30, "no failure group drawn at the top of the Overview"
