@@ -413,6 +413,7 @@ def _delete_batch_rows(conn: Connection, batch_ids: list[str]) -> int:
         trials = select(TrialRow.id).where(TrialRow.batch_id.in_(chunk)).scalar_subquery()
         ids = conn.execute(select(TrialRow.id).where(TrialRow.batch_id.in_(chunk))).scalars().all()
         _search.guarded(conn, lambda: _search.unindex_trials(conn, ids))
+        conn.execute(delete(NoteRow).where(NoteRow.target.in_(trials)))  # type: ignore[attr-defined]
         for table in TABLES:  # rows keyed by a trial only go before the trials they name
             if "trial_id" in table.c and "batch_id" not in table.c:
                 conn.execute(delete(table).where(table.c.trial_id.in_(trials)))
@@ -429,6 +430,7 @@ def _delete_trial_rows(conn: Connection, trial_ids: list[str]) -> int:
     for start in range(0, len(trial_ids), _DELETE_CHUNK):
         chunk = trial_ids[start:start + _DELETE_CHUNK]
         _search.guarded(conn, lambda: _search.unindex_trials(conn, chunk))
+        conn.execute(delete(NoteRow).where(NoteRow.target.in_(chunk)))  # type: ignore[attr-defined]
         for table in TABLES:  # every table that names a trial, a later one included
             if "trial_id" in table.c:
                 conn.execute(delete(table).where(table.c.trial_id.in_(chunk)))

@@ -57,3 +57,28 @@ def test_a_store_from_before_notes_gets_them(tmp_path):
         store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
+@pytest.mark.parametrize("how", ["trials", "batches"])
+def test_a_deleted_trial_takes_its_note_with_it(tmp_path, how):
+    """A note is keyed by its target, not by a trial column: deletes name it themselves."""
+    from engine.models import TrialRecord
+
+    store = Store(tmp_path / "proctor.db")
+    try:
+        store.create_batch("b_1", "cli", "me", AT)
+        store.create_run("r_1", "b_1", "c", "v", 0)
+        for trial_id in ("t_gone", "t_kept"):
+            store.save_trial(TrialRecord(id=trial_id, batch_id="b_1", run_id="r_1", case_id="c", variant="v",
+                                         trial=1, trigger="cli", outcome="fail")).result()
+            store.set_note(Note(target=trial_id, label="env problem", updated_at=AT)).result()
+        store.set_note(Note(target="group:abc", label="flaky", updated_at=AT)).result()
+        store.finish_batch("b_1", "finished", AT)
+        if how == "trials":
+            assert store.delete_trials(["t_gone"]) == 1
+            assert set(store.notes()) == {"t_kept", "group:abc"}
+        else:
+            assert store.delete_batches(["b_1"]) == 1
+            assert set(store.notes()) == {"group:abc"}  # a group's note is its own
+    finally:
+        store.close()
