@@ -138,6 +138,8 @@ def report_line(path: str | Path, portable: Portable, report: ImportReport) -> s
     if report.nothing_added:
         return f"{path}: {ids}: nothing new: already in the store"
     line = f"{path}: {ids}: {plural(report.trials_added, 'trial')} added"
+    if report.notes_added:
+        line += f", {plural(report.notes_added, 'note')}"
     if report.trials_same:
         line += f" ({report.trials_same} already in the store)"
     return line

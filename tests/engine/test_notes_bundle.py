@@ -159,3 +159,15 @@ def test_a_million_notes_are_refused_unread(tmp_path, noted, capsys):
     assert f"member {NOTES} is larger than the notes of 4 trials can be" in err
     assert time.perf_counter() - began < 5
     assert bundle.NOTE_BYTES * 4 < 1 << 20
+
+
+def test_an_import_that_adds_only_notes_says_so(tmp_path, noted, capsys):
+    path, dest = tmp_path / "b.zip", tmp_path / "dest.db"
+    path.write_bytes(noted)
+    assert main(["import", str(path), "--store", str(dest)]) == 0
+    with Store(dest) as store:
+        store.set_note(Note(target=ADDS, updated_at=AT)).result()  # taken away: the import brings it back
+    capsys.readouterr()
+    assert main(["import", str(path), "--store", str(dest)]) == 0
+    out, err = capsys.readouterr()
+    assert "0 trials added, 1 note" in out + err, out + err
