@@ -72,17 +72,16 @@ def suite(tmp_path):
     return make
 
 
-DEFAULT_TOML = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 2
+def suite_toml(variants: dict[str, str], concurrency: int = 2, timeout: str = "2m") -> str:
+    """proctor.toml as most Docker tests write it: the base image, and one command-harness
+    variant a name (`variants`: name -> command)."""
+    parts = [f'[defaults]\nimage = "{BASE_IMAGE}"\ntimeout = "{timeout}"\nconcurrency = {concurrency}\n']
+    parts += [f'[[variants]]\nname = {json.dumps(name)}\nharness = "command"\ncommand = {json.dumps(command)}\n'
+              for name, command in variants.items()]
+    return "\n".join(parts)
 
-[[variants]]
-name = "scripted"
-harness = "command"
-command = "sh .agent/run.sh"
-"""
+
+DEFAULT_TOML = suite_toml({"scripted": "sh .agent/run.sh"})
 
 
 class JsonHandler(BaseHTTPRequestHandler):

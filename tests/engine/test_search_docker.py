@@ -11,7 +11,7 @@ import pytest
 
 from engine.models import Note
 from engine.store import Store, SCHEMA_VERSION
-from tests.conftest import BASE_IMAGE
+from tests.conftest import suite_toml
 
 SECRET_VALUE = "search-secret-" + "Zq8Wm3Lk5Vt2Hp9R"  # a host variable named *_TOKEN: redacted
 AGENT = textwrap.dedent("""
@@ -40,22 +40,7 @@ def writes_docs(c):
     c.exec("true").to_succeed()
 """
 
-TOML = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 2
-
-[[variants]]
-name = "scripted"
-harness = "command"
-command = "sh .agent/run.sh"
-
-[[variants]]
-name = "scripted-b"
-harness = "command"
-command = "sh .agent/run.sh"
-"""
+TOML = suite_toml({"scripted": "sh .agent/run.sh", "scripted-b": "sh .agent/run.sh"})
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from engine.events import Event, PhaseEnded, PhaseStarted, TrialStarted
 from engine.sandbox.cleanup import owner_id
 from engine.sandbox.container import Sandbox
 from engine.spec import load_cases
-from tests.engine.test_cli import BASE_IMAGE, cli_env, interrupt, stored_outcomes, wait_for_line, write_suite
+from tests.conftest import suite_toml
+from tests.engine.test_cli import cli_env, interrupt, stored_outcomes, wait_for_line, write_suite
 
 TWO_TRIALS = """
 from engine import evaluation
@@ -32,17 +33,7 @@ def touches(c):
     c.exec("test -f out.txt").to_succeed()
 """
 
-ONE_AT_A_TIME = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 1
-
-[[variants]]
-name = "scripted"
-harness = "command"
-command = "touch out.txt"
-"""
+ONE_AT_A_TIME = suite_toml({"scripted": "touch out.txt"}, concurrency=1)
 
 
 def containers_of(docker_client, label: str) -> list:
@@ -104,17 +95,7 @@ def naps(c):
     c.send("nap")
 """
 
-SLEEPERS_TOML = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 2
-
-[[variants]]
-name = "napper"
-harness = "command"
-command = "sleep 1"
-"""
+SLEEPERS_TOML = suite_toml({"napper": "sleep 1"})
 
 # `proctor run` with its background removals slowed, so some are pending when the signal comes.
 SLOW_REMOVALS = """

@@ -15,19 +15,9 @@ import pytest
 from engine.events import TrialStarted
 from engine.store import Store
 from engine.text import span_ms
-from tests.conftest import BASE_IMAGE
+from tests.conftest import suite_toml
 
-TOML = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 1
-
-[[variants]]
-name = "scripted"
-harness = "command"
-command = "sh .agent/run.sh"
-"""
+TOML = suite_toml({"scripted": "sh .agent/run.sh"}, concurrency=1)
 
 # Each trial works about a second of its own, then fails its check.
 EVAL = """

@@ -14,7 +14,7 @@ from engine.groups import failure_groups
 from engine.store import Store
 from studio.models.browser import TrialIdRole
 from studio.views.groups import FailureGroupsView
-from tests.conftest import BASE_IMAGE
+from tests.conftest import suite_toml
 
 pytestmark = pytest.mark.slow
 
@@ -49,22 +49,7 @@ def lists_a_file(c):
     c.send("Make listed.txt")
     c.exec("test -f listed.txt").to_succeed()
 """
-TOML = f"""
-[defaults]
-image = "{BASE_IMAGE}"
-timeout = "2m"
-concurrency = 3
-
-[[variants]]
-name = "good"
-harness = "command"
-command = "sh .agent/good.sh"
-
-[[variants]]
-name = "bad"
-harness = "command"
-command = "sh .agent/bad.sh"
-"""
+TOML = suite_toml({"good": "sh .agent/good.sh", "bad": "sh .agent/bad.sh"}, concurrency=3)
 
 
 @pytest.fixture(scope="module")
