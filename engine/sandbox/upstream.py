@@ -19,10 +19,11 @@ import socket
 import ssl
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 
+INFLATE_PIECE = 1 << 20  # the most a decoded piece of an answer holds
 _READ = 256 * 1024  # per read: what one socket read of a TLS stream decrypts at once
 # The stream's buffer pauses the socket at twice this: a bound on what one connection holds.
 _LIMIT = 512 * 1024
@@ -138,10 +139,8 @@ class Response:
         codings = [c.strip().lower() for c in (self.header("content-encoding") or "").split(",")]
         decoders = [_decoder(c) for c in reversed(codings) if c not in ("", "identity")]
         async for data in self.raw():
-            for decoder in decoders:
-                data = decoder.decompress(data)
-            if data:
-                yield data
+            for piece in _inflated(decoders, data):
+                yield piece
         tail = b""
         for decoder in decoders:
             tail = decoder.decompress(tail) + decoder.flush()
@@ -156,6 +155,22 @@ class Response:
         self._pool._release(self._connection, keep=self._done and self._keep)
 
 
+def _inflated(decoders: list, data: bytes) -> Iterator[bytes]:
+    """`data` through each decoder in turn, INFLATE_PIECE bytes at most at a time: a small
+    compressed read can stand for gigabytes (a gzip bomb), which must never be one object."""
+    if not decoders:
+        if data:
+            yield data
+        return
+    first, rest = decoders[0], decoders[1:]
+    while data:
+        out = first.decompress(data, INFLATE_PIECE)
+        data = first.unconsumed_tail
+        yield from _inflated(rest, out)
+        if not out:
+            break
+
+
 class _Deflate:
     """`deflate` as servers send it: zlib-wrapped as the RFC says, or raw as some do."""
 
@@ -163,15 +178,19 @@ class _Deflate:
         self._z: zlib._Decompress | None = None
         self._first = True
 
-    def decompress(self, data: bytes) -> bytes:
+    @property
+    def unconsumed_tail(self) -> bytes:
+        return self._z.unconsumed_tail if self._z else b""
+
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
         if self._first and data:
             self._first = False
             try:
                 self._z = zlib.decompressobj()
-                return self._z.decompress(data)
+                return self._z.decompress(data, max_length)
             except zlib.error:
                 self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._z.decompress(data) if self._z else b""
+        return self._z.decompress(data, max_length) if self._z else b""
 
     def flush(self) -> bytes:
         return self._z.flush() if self._z else b""

@@ -14,6 +14,7 @@ import socketserver
 import statistics
 import threading
 import time
+import tracemalloc
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -283,3 +284,42 @@ def test_raw_deflate_is_read_through_for_the_echo_search(tmp_path):
         host.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_gzip_bomb_is_decoded_a_piece_at_a_time(tmp_path):
+    """300 MB of zeros in 300 KB of gzip from a brokered host: decoded for the echo search in
+    pieces, never as one object of the whole (the test reads the answer as it comes)."""
+    ca = CertificateAuthority("Test upstream CA")
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    packer = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    zeros = bytes(1 << 20)
+    packed = b"".join(packer.compress(zeros) for _ in range(300)) + packer.flush()
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Canned)
+    server.daemon_threads = True
+    server.answer = (  # type: ignore[attr-defined]
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%b" % (len(packed), packed))
+    server.socket = ca.server_context(API).wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    host = GatewayHost()
+    tracemalloc.start()
+    try:
+        gateway = host.start(GatewaySpec(
+            socket_path=tmp_path / "g.sock", trust=[tmp_path / "ca.pem"],
+            resolve={API: f"127.0.0.1:{server.server_address[1]}"},
+            secrets=[BrokeredSecret(name="KEY", placeholder=PLACEHOLDER, value=VALUE, hosts=[API])]))
+        with brokered(gateway, gateway.ca_pem) as tls:
+            tls.settimeout(60)
+            tls.sendall(f"GET /x HTTP/1.1\r\nHost: {API}\r\nConnection: close\r\n\r\n".encode())
+            response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
+            response.begin()
+            got = 0
+            while chunk := response.read(1 << 20):
+                got += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        host.close()
+        server.shutdown()
+        server.server_close()
+    assert got == 300 << 20
+    assert peak < 100 << 20, f"the gateway held {peak >> 20} MB at once"
