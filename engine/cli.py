@@ -608,6 +608,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     store = _open_store(args)
     try:
+        store.index_for_search(_indexing_progress())
         hits = store.search(args.query, limit=args.limit)
     except QueryError as e:
         raise UserError(f"the query cannot be searched: {e}") from None
@@ -631,6 +632,31 @@ def cmd_search(args: argparse.Namespace) -> int:
             place += f" {h.field}"
         print(f"{h.trial_id}  {h.case_id}  {h.variant}  {h.outcome or RUNNING}  {place}  {snippet.strip()}")
     return EXIT_OK
+
+
+def _indexing_progress() -> Callable[[int, int], None]:
+    """Say on stderr how far indexing an older store for search has got: a line updated in
+    place on a terminal, a line at each tenth otherwise."""
+    said = [-1]
+
+    def progress(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if sys.stderr.isatty():
+            end = "\n" if done >= total else ""
+            _say_raw(f"\rindexing {total:,} trials for search (once): {done:,} done{end}")
+        elif tenth != said[0]:
+            said[0] = tenth
+            _say(f"indexing {total:,} trials for search (once): {done:,} done")
+
+    return progress
+
+
+def _say_raw(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:
+        pass
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -991,6 +991,8 @@ def run(args: argparse.Namespace) -> int:
         scratch = tempfile.mkdtemp(prefix="proctor-shot-")
         settings = QSettings(os.path.join(scratch, "studio.ini"), QSettings.Format.IniFormat)
     window = MainWindow(store, settings, watch_docker=not args.screenshot)
+    if not args.screenshot:
+        store.start_indexing()  # a store from before search, or a save cut short: in spare time
     size = args.size or (SCREENSHOT_SIZE if args.screenshot else None)
     if size is not None:
         window.resize(*size)

@@ -10,8 +10,9 @@ text's field, so filters and scopes are FTS terms intersected inside the index.
 
 A contentless table forgets a row only when told its text again: `unindex_trials` reads
 the trial's stored rows back, so every writer that changes a trial's rows removes it from
-the index first and indexes it again after (see Store.save_trial). Only what is stored is
-indexed, and records are redacted before they are stored.
+the index first, in the same transaction; it is indexed again after (indexer.py: a saved
+trial in a transaction of its own, a store from before the index a step at a time). Only
+what is stored is indexed, and records are redacted before they are stored.
 
 Query language: words and "quoted phrases" (all must match), `in:FIELD`, `outcome:`,
 `case:`, `variant:`, `label:` and `batch:` filters. Every term reaches MATCH as a quoted
@@ -31,8 +32,9 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["QueryError", "SearchHit", "Query", "parse_query", "create_index", "build_index",
-           "guarded", "index_trial", "unindex_trials", "reindex_trials", "search", "MAX_QUERY_CHARS"]
+__all__ = ["QueryError", "SearchHit", "Query", "parse_query", "create_index",
+           "guarded", "index_trial", "index_stored", "unindex_trials", "reindex_trials", "missing", "pending",
+           "search", "MAX_QUERY_CHARS"]
 
 Where = Literal["item", "evidence", "reason", "prompt"]
 MAX_QUERY_CHARS = 1_000
@@ -329,13 +331,14 @@ def index_trial(conn: Connection, trial_id: str, columns: dict[str, Any], record
 
 def _stored(conn: Connection, trial_id: str) -> tuple[dict[str, Any], str, list[tuple[int, str]]] | None:
     row = conn.exec_driver_sql(
-        "SELECT batch_id, case_id, variant, outcome, failure_reason, record FROM trial WHERE id = ?",
-        (trial_id,)).fetchone()
+        "SELECT batch_id, case_id, variant, outcome, failure_reason, record, status FROM trial "
+        "WHERE id = ?", (trial_id,)).fetchone()
     if row is None:
         return None
     items = conn.exec_driver_sql("SELECT position, json FROM trajectory_item WHERE trial_id = ? "
                                  "ORDER BY position", (trial_id,)).fetchall()
-    columns = dict(batch_id=row[0], case_id=row[1], variant=row[2], outcome=row[3], failure_reason=row[4])
+    columns = dict(batch_id=row[0], case_id=row[1], variant=row[2], outcome=row[3], failure_reason=row[4],
+                   status=row[6])
     return columns, row[5], [tuple(i) for i in items]
 
 
@@ -361,22 +364,35 @@ def reindex_trials(conn: Connection, trial_ids: Iterable[str]) -> None:
     """Index these trials again from their stored rows (after a change to them)."""
     for trial_id in trial_ids:
         unindex_trials(conn, [trial_id])
-        stored = _stored(conn, trial_id)
-        if stored is not None:
-            index_trial(conn, trial_id, *stored)
+        index_stored(conn, trial_id)
 
 
-def build_index(conn: Connection, chunk: int = 500) -> None:
-    """Schema 3 to 4: the index, built from every finished trial in the order they started,
-    `chunk` trials at a time."""
-    create_index(conn)
-    ids = [row[0] for row in conn.exec_driver_sql(
-        "SELECT id FROM trial WHERE status = 'done' ORDER BY started_at, rowid").fetchall()]
-    for start in range(0, len(ids), chunk):
-        for trial_id in ids[start:start + chunk]:
-            stored = _stored(conn, trial_id)
-            if stored is not None:
-                index_trial(conn, trial_id, *stored)
+def index_stored(conn: Connection, trial_id: str) -> bool:
+    """Index a finished trial from its stored rows unless it is indexed already; False when
+    there was nothing to do (indexed, not finished, or gone)."""
+    if conn.exec_driver_sql("SELECT 1 FROM search_trial WHERE trial_id = ?", (trial_id,)).fetchone():
+        return False
+    stored = _stored(conn, trial_id)
+    if stored is None or stored[0]["status"] != "done":
+        return False
+    index_trial(conn, trial_id, *stored)
+    return True
+
+
+_MISSING = ("FROM trial t WHERE t.status = 'done' "
+            "AND NOT EXISTS (SELECT 1 FROM search_trial s WHERE s.trial_id = t.id)")
+
+
+def missing(conn: Connection) -> list[str]:
+    """The finished trials the index does not hold, in the order they started (a store from
+    before the index, or a process that stopped between a save and its indexing)."""
+    return [row[0] for row in conn.exec_driver_sql(
+        f"SELECT t.id {_MISSING} ORDER BY t.started_at, t.rowid").fetchall()]
+
+
+def pending(conn: Connection) -> int:
+    """How many finished trials the index does not hold yet."""
+    return conn.exec_driver_sql(f"SELECT count(*) {_MISSING}").scalar_one()
 
 
 # What no savepoint survives: SQLite may roll the whole transaction back on these.

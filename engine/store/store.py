@@ -48,6 +48,7 @@ from .tables import (
 from . import search as _search
 from .search import SearchHit
 from .writer import BUSY_PATIENCE_S, Writer, is_busy
+from .indexer import Indexer
 
 BUSY_TIMEOUT_MS = 10_000  # another process (CLI and studio share a store) may hold the lock briefly
 # The WAL is cut back to this size after each checkpoint, so one big commit does not
@@ -170,7 +171,7 @@ def _add_notes(conn: Connection) -> None:
 
 # Upgrades from version N to N+1, run in order on open.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _split_records, 2: _add_notes,
-                                                       3: _search.build_index}
+                                                       3: _search.create_index}  # indexer.py fills it
 
 
 class StoreError(Exception):
@@ -513,6 +514,9 @@ class Store:
             raise
         self._writer = Writer(self._write_engine, on_error=self._failed,
                               describe=lambda exc: write_error(self.path, exc))
+        self._indexer = Indexer(self._writer)
+        self._saves = 0  # saves and imports submitted, whose trials are indexed after their commit
+        self._searched_after = 0  # `_saves` when search last flushed the writer
 
     def _check(self, conn: Connection) -> int | None:
         """The schema version of the store in the file, None for an empty file; raise
@@ -727,12 +731,13 @@ class Store:
         ).on_conflict_do_update(index_elements=["id"], set_=columns)
 
         def write(conn: Connection) -> None:
-            # Out of the search index before its rows change, back in after (search.py says why).
+            # Out of the search index before its rows change; back in after its commit (indexer.py).
             _search.guarded(conn, lambda: _search.unindex_trials(conn, [record.id]))
             conn.execute(stmt)
             _put_parts(conn, record.id, parts)
-            _search.guarded(conn, lambda: _search.reindex_trials(conn, [record.id]))
+            self._indexer.add([record.id])
 
+        self._saves += 1
         done = self._writer.submit(write)
         if done is None:
             raise StoreError(f"the store {self.path} is closed")
@@ -803,10 +808,11 @@ class Store:
                     conn.exec_driver_sql(statement, rows)
                 else:
                     conn.execute(statement, rows)
-            added = [row["id"] for statement, rows in plan
-                     if getattr(getattr(statement, "table", None), "name", None) == "trial" for row in rows]
-            _search.guarded(conn, lambda: _search.reindex_trials(conn, added))
+            self._indexer.add(row["id"] for statement, rows in plan
+                              if getattr(getattr(statement, "table", None), "name", None) == "trial"
+                              for row in rows)
 
+        self._saves += 1
         done = self._writer.submit(write)
         if done is None:
             raise StoreError(f"the store {self.path} is closed")
@@ -846,10 +852,41 @@ class Store:
 
     # -- reads (own connection, committed data) --------------------------------------
 
+    def search_pending(self) -> int:
+        """How many finished trials search cannot find yet (being indexed, or from before the
+        index until `index_for_search` or `start_indexing`)."""
+        with self._read() as conn:
+            return _search.pending(conn)
+
+    def start_indexing(self) -> None:
+        """Index, in the writer's spare time, every finished trial search cannot find yet."""
+        self._indexer.catch_up()
+
+    def index_for_search(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Index every finished trial search cannot find yet, and wait; `progress(done, total)`
+        is called about twice a second."""
+        total = self.search_pending()
+        if not total:
+            return
+        self._indexer.catch_up()
+        while self._indexer.busy:
+            self._raise_writer_error()
+            if progress is not None:
+                progress(max(0, total - self.search_pending()), total)
+            time.sleep(0.5)
+        self.flush()
+        if progress is not None:
+            progress(total - self.search_pending(), total)
+
     def search(self, query: str, *, limit: int = 50, offset: int = 0,
                batch_id: str | None = None) -> list[SearchHit]:
         """A page of the texts that match `query` (search.py's language), newest trials first
-        (the last saved first); raises search.QueryError for a query that cannot be run."""
+        (the last saved first); raises search.QueryError for a query that cannot be run.
+        What this process saved is found: its indexing is waited for."""
+        saves = self._saves
+        if saves != self._searched_after:
+            self._writer.flush()
+            self._searched_after = saves
         with self._read() as conn:
             return _search.search(conn, query, limit=limit, offset=offset, batch_id=batch_id)
 

@@ -5,7 +5,9 @@ keeps trial threads from contending for the lock, and batching turns
 thousands of events into a single executemany and a single fsync.
 
 A write that must be known to be stored (a trial's record) is submitted with a
-future that resolves at its commit. Another process holding the lock only
+future that resolves at its commit. Work that may lag (the search index) is queued
+with `later`: it runs in a transaction of its own after the writes taken with it,
+so it never delays their commit, and before the flushes queued after it. Another process holding the lock only
 delays writes (up to `BUSY_PATIENCE_S`); any other failure is reported at once
 to the `on_error` callback, so a batch can stop instead of running on unrecorded.
 """
@@ -44,6 +46,13 @@ class _Tracked:
 
     write: Write
     done: Future[None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Later:
+    """A write that runs alone, after the others taken with it (`Writer.later`)."""
+
+    write: Write
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -87,6 +96,11 @@ class Writer:
         tracked = _Tracked(write, Future())
         return tracked.done if self.put(tracked) else None  # type: ignore[arg-type]
 
+    def later(self, write: Write) -> bool:
+        """Queue a write to run in its own transaction once those queued with it are committed;
+        its failure is reported like any other. False when the writer is closed."""
+        return self.put(_Later(write))  # type: ignore[arg-type]
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued before this call is committed; False on timeout."""
         done = threading.Event()
@@ -129,6 +143,9 @@ class Writer:
             events = [i for i in items if isinstance(i, dict)]
             if writes or events:
                 self._commit(writes, events)
+            for item in items:
+                if isinstance(item, _Later):
+                    self._commit([item.write], [])
             for item in items:
                 if isinstance(item, threading.Event):
                     item.set()

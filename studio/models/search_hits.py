@@ -37,6 +37,7 @@ class SearchHits(QAbstractListModel):
         self.error: str | None = None  # a malformed query's sentence, or the store's
         self.more = False
         self.busy = False
+        self.unindexed = 0  # finished trials search cannot find yet (an older store being indexed)
         self._generation = 0
         self._off_gui = OffGuiThread(self)
 
@@ -64,10 +65,11 @@ class SearchHits(QAbstractListModel):
         self.busy = True
         self.changed.emit()
         # One more than a page: whether there is a next page, without counting every hit.
-        self._off_gui.run(lambda: store.search(query, limit=page + 1, offset=offset),
+        self._off_gui.run(lambda: (store.search(query, limit=page + 1, offset=offset),
+                                   store.search_pending()),
                           lambda result: self._arrived(generation, result))
 
-    def _arrived(self, generation: int, result: list[SearchHit] | Exception) -> None:
+    def _arrived(self, generation: int, result: tuple[list[SearchHit], int] | Exception) -> None:
         if generation != self._generation:
             return  # the user typed on: this answers an old query
         self.busy = False
@@ -76,6 +78,7 @@ class SearchHits(QAbstractListModel):
         elif isinstance(result, Exception):
             raise result
         else:
+            result, self.unindexed = result
             new = result[:self.page]
             if new:
                 self.beginInsertRows(QModelIndex(), len(self.hits), len(self.hits) + len(new) - 1)

@@ -229,10 +229,12 @@ class SearchHitsView(QWidget):
         m = self.model
         if m.error is not None:
             return m.error
+        partial = (f" · {plural(m.unindexed, 'trial')} not searchable yet (being indexed)"
+                   if m.unindexed else "")
         if not m.hits:
-            return SEARCHING if m.busy else NO_HITS
+            return (SEARCHING if m.busy else NO_HITS) + partial
         count = plural(len(m.hits), "hit") + (" so far" if m.more else "")
-        return f"{count} in trajectories, evidence, reasons and prompts · Enter opens one"
+        return f"{count} in trajectories, evidence, reasons and prompts · Enter opens one{partial}"
 
     def _update(self) -> None:
         m = self.model

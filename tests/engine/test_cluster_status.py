@@ -60,7 +60,7 @@ def test_a_process_connected_to_no_cluster_has_no_status():
     assert not ray.is_initialized()
     began = time.perf_counter()
     assert cluster_status() is None
-    assert time.perf_counter() - began < 0.1
+    assert time.perf_counter() - began < 2  # no connect attempt (those wait for seconds)
 
 
 def test_node_names_are_told_from_docker_hosts():

@@ -179,3 +179,77 @@ def test_a_damaged_index_costs_no_record_and_no_delete(store):
     store.save_trial(record("t_1", word="bettong")).result()  # the index cannot take it: saved all the same
     assert "bettong" in store.get_trial("t_1").failure.reason
     assert store.delete_trials(["t_1"]) == 1
+
+
+def test_a_damaged_index_does_not_keep_the_writer_indexing(store):
+    """A trial the index refuses is not tried again: catching up ends, and writes go on."""
+    store.save_trial(record("t_1", word="quokka")).result()
+    store.flush()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE search_index_data SET block = x'ffffffff' WHERE id > 1")
+        conn.execute("DELETE FROM search_trial")  # as if t_1 had never been indexed
+    store.index_for_search()  # returns: the one trial failed once, and is left
+    assert store.search_pending() == 1
+    store.save_trial(record("t_2", word="bettong")).result(timeout=30)
+
+
+def test_a_save_is_committed_before_its_trial_is_indexed(store, monkeypatch):
+    """A big record's index takes seconds: its save (and what is queued behind it) must not wait."""
+    import threading
+
+    from engine.store import search
+
+    release, indexing = threading.Event(), threading.Event()
+    index_stored = search.index_stored
+
+    def slow(conn, trial_id):
+        indexing.set()
+        release.wait(30)
+        return index_stored(conn, trial_id)
+
+    monkeypatch.setattr(search, "index_stored", slow)
+    try:
+        store.save_trial(record("t_1", word="bilby")).result(timeout=10)
+        assert indexing.wait(10)
+        assert store.get_trial("t_1").failure.reason.endswith("bilby")
+    finally:
+        release.set()
+    assert [h.field for h in store.search("bilby")][:1] == ["reason"]  # its own save, waited for
+
+
+def unindexed_store(tmp_path, trials: int = 600):
+    """A store whose finished trials the index does not hold: written as schema 3 wrote them."""
+    from tests.make_store import make_store
+
+    path = make_store(tmp_path / "old.db", trials=trials, batches=6)
+    with sqlite3.connect(path) as conn:
+        done = conn.execute("SELECT count(*) FROM trial WHERE status = 'done'").fetchone()[0]
+        word = conn.execute("SELECT failure_reason FROM trial WHERE failure_reason IS NOT NULL "
+                            "LIMIT 1").fetchone()[0].split()[0]
+    return path, done, word
+
+
+def test_an_older_store_opens_at_once_and_is_indexed_between_other_writes(tmp_path):
+    path, done, word = unindexed_store(tmp_path)
+    with Store(path) as s:
+        assert s.search_pending() == done > 0 and s.search(word) == []
+        s.start_indexing()
+        s.save_trial(record("t_new", word="potoroo")).result(timeout=30)  # not behind the backlog
+        s.index_for_search()
+        assert s.search_pending() == 0 and s.search(word) and s.search("potoroo")
+    with sqlite3.connect(path) as conn:  # each trial once
+        assert conn.execute("SELECT count(*), count(DISTINCT trial_id) FROM search_trial").fetchone() == (
+            done + 1, done + 1)
+
+
+def test_proctor_search_indexes_an_older_store_first_and_says_so(tmp_path, capsys):
+    from tests.engine.test_cli import cli
+
+    path, done, word = unindexed_store(tmp_path)
+    code, out, err = cli(capsys, "search", word, "--store", path)
+    assert code == 0 and out and all(f"«{word}»" in line for line in out.splitlines()), (out, err)
+    lines = err.splitlines()
+    assert lines[0] == f"indexing {done:,} trials for search (once): 0 done"
+    assert lines[-1] == f"indexing {done:,} trials for search (once): {done:,} done"
+    code, out, err = cli(capsys, "search", word, "--store", path)
+    assert code == 0 and err == ""  # once

@@ -150,7 +150,11 @@ def test_a_store_written_before_the_index_migrates_and_becomes_searchable(record
         conn.execute("DROP TABLE search_index")
         conn.execute("DROP TABLE search_trial")
         conn.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
-    with Store(old) as migrated:
+    with Store(old) as migrated:  # opens at once: the index is filled after, with progress
+        assert migrated.search_pending() == 4 and migrated.search("quokkaphrase") == []
+        progress: list[tuple[int, int]] = []
+        migrated.index_for_search(lambda done, total: progress.append((done, total)))
+        assert progress[-1] == (4, 4) and migrated.search_pending() == 0
         assert where(migrated.search("quokkaphrase")) == where(store.search("quokkaphrase"))
         assert [h.trial_id for h in migrated.search("in:evidence marsupialevidence")] != []
     with sqlite3.connect(old) as conn:

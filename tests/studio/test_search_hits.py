@@ -141,3 +141,26 @@ def test_a_screenshot_with_search_shows_the_hits_highlighted(recorded, tmp_path)
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert amber_pixels(QImage(str(out)), right=0.45) > 500  # in the browser, on the left
+
+
+def test_a_store_being_indexed_says_how_many_trials_search_cannot_find_yet(qtbot, tmp_path):
+    """An older store opens at once; the hits panel says the search is partial while its
+    trials are indexed, and stops saying it once they are."""
+    from engine.store import Store
+    from studio.models.search_hits import SearchHits
+    from studio.views.search_hits import SearchHitsView
+    from tests.engine.test_search import unindexed_store
+
+    path, done, word = unindexed_store(tmp_path)
+    with Store(path) as store:
+        model = SearchHits(store)
+        panel = SearchHitsView(model)
+        qtbot.addWidget(panel)
+        model.search(word)
+        qtbot.waitUntil(lambda: not model.busy, timeout=5000)
+        assert f"{done:,} trials not searchable yet (being indexed)" in panel.status.text()
+        store.index_for_search()
+        model.search("")
+        model.search(word)
+        qtbot.waitUntil(lambda: not model.busy and bool(model.hits), timeout=5000)
+        assert "not searchable" not in panel.status.text()
