@@ -15,7 +15,8 @@ trial in a transaction of its own, a store from before the index a step at a tim
 what is stored is indexed, and records are redacted before they are stored.
 
 Query language: words and "quoted phrases" (all must match), `in:FIELD`, `outcome:`,
-`case:`, `variant:`, `label:` and `batch:` filters. Every term reaches MATCH as a quoted
+`case:`, `variant:`, `label:` and `batch:` filters. A case or variant is named by its
+beginning, in any letter case (`case:greet` finds greets_user unless a case is greet). Every term reaches MATCH as a quoted
 FTS5 string, so the user's `"`, `*`, `NEAR`, `-`, `:` or parentheses are only text.
 """
 
@@ -441,6 +442,24 @@ def _batch_ids(conn: Connection, wanted: list[str]) -> list[str] | None:
     return full or None
 
 
+MAX_NAMES = 200  # cases or variants one case: or variant: filter may stand for
+
+
+def _names(conn: Connection, column: str, wanted: list[str]) -> list[str]:
+    """The case ids (or variants) that `wanted` name: the value itself when a trial has it,
+    else those equal to it but for letter case, else those it begins (in any case)."""
+    names: list[str] = []
+    for value in wanted:
+        pattern = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        found = [r[0] for r in conn.exec_driver_sql(
+            f"SELECT DISTINCT {column} FROM trial WHERE {column} LIKE ? ESCAPE '\\' "
+            f"ORDER BY length({column}) LIMIT ?",
+            (pattern, MAX_NAMES)).fetchall()]
+        same_but_case = [f for f in found if f.casefold() == value.casefold()]
+        names += [value] if value in found else same_but_case or found
+    return names
+
+
 def search(conn: Connection, text: str, limit: int = 50, offset: int = 0,
            batch_id: str | None = None) -> list[SearchHit]:
     """A page of the hits of `text`, newest trials first; QueryError for a bad query."""
@@ -449,6 +468,11 @@ def search(conn: Connection, text: str, limit: int = 50, offset: int = 0,
     batches = _batch_ids(conn, query.batches) if query.batches else []
     if batches is None:
         return []
+    for names, column in ((query.cases, "case_id"), (query.variants, "variant")):
+        if names:
+            names[:] = _names(conn, column, names)
+            if not names:
+                return []
     if batch_id is not None:
         if batches and batch_id not in batches:
             return []

@@ -253,3 +253,22 @@ def test_proctor_search_indexes_an_older_store_first_and_says_so(tmp_path, capsy
     assert lines[-1] == f"indexing {done:,} trials for search (once): {done:,} done"
     code, out, err = cli(capsys, "search", word, "--store", path)
     assert code == 0 and err == ""  # once
+
+
+def test_a_case_or_variant_is_named_by_its_beginning_in_any_letter_case(store):
+    for trial_id, case_id in (("t_1", "greet"), ("t_2", "greets_user"), ("t_3", "Parses_CSV"),
+                              ("t_4", "p%_odd")):
+        store.save_trial(record(trial_id, case_id=case_id, word="wombat")).result()
+
+    def found(query: str) -> set[str]:
+        return {h.trial_id for h in store.search(query)}
+
+    assert found("case:greet wombat") == {"t_1"}  # the case itself, not every case it begins
+    assert found("case:greets wombat") == {"t_2"}
+    assert found("case:GREETS_USER wombat") == {"t_2"}
+    assert found("case:parses wombat") == found("case:parses_csv wombat") == {"t_3"}
+    assert found("case:p% wombat") == {"t_4"}  # % and _ are themselves, not wildcards
+    assert found("case:p wombat") == {"t_3", "t_4"}
+    assert found("case:nothing wombat") == set()
+    assert found("variant:V wombat") == {"t_1", "t_2", "t_3", "t_4"}
+    assert found("case:greet case:parses wombat") == {"t_1", "t_3"}
