@@ -42,6 +42,9 @@ MATCH_ROWS = 20  # rows a search or filter opens at least, to show its matching 
 EMPTY_TEXT = ("No batches yet — run the demo suite: proctor run examples/demo -v, "
               "or press Run…")
 NO_MATCH_TEXT = "No trial matches these filters — widen them or clear the search."
+# The tree matches ids, cases and reasons; the hits above it match inside the records.
+HITS_ONLY_TEXT = ("No trial's id, case or failure reason holds these words. The hits above "
+                  "are inside trials' records: Enter or a double-click opens one.")
 COLUMN_WIDTHS = {"name": 220, "outcome": 120, "pass_rate": 64, "deterministic": 110,
                  "commands": 80, "duration": 70, "tokens": 60, "trigger": 60, "started": 130}
 OUTCOMES = [("All outcomes", None), (f"{theme.OUTCOME_GLYPH['pass']} pass", "pass"),
@@ -200,6 +203,7 @@ class BrowserPanel(QWidget):
         # rows loaded while other views still handle the reset would reach them mid-reset.
         self.model.modelAboutToBeReset.connect(self._remember_expanded)
         self.model.loaded.connect(self._update_empty)
+        self.search_hits.changed.connect(self._update_empty)
         self.model.refreshed.connect(self._on_refreshed)
         self._expanded: list[tuple[str, str]] = []  # (kind, id), parents before children
         self._unfiltered: list[tuple[str, str]] = []  # what the user had open before a filter
@@ -509,7 +513,10 @@ class BrowserPanel(QWidget):
         nothing = self.model.rowCount() == 0
         if self.empty.isVisibleTo(self) and not nothing and not self.model.filter.active:
             self.expand(self.model.index(0, 0))  # the first batch arrived: show it open
-        self.empty.setText(NO_MATCH_TEXT if self.model.filter.active else EMPTY_TEXT)
+        if not self.model.filter.active:
+            self.empty.setText(EMPTY_TEXT)
+        else:
+            self.empty.setText(HITS_ONLY_TEXT if self.search_hits.hits else NO_MATCH_TEXT)
         self.empty.setVisible(nothing)
         self.empty.setGeometry(self.tree.viewport().rect())
 

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication
 
 from studio.models.search_hits import HitRole
 from studio.theme import OUTCOME_COLOUR
+from studio.views.browser import HITS_ONLY_TEXT, NO_MATCH_TEXT
 from studio.views.search_hits import NO_HITS, segments
 
 
@@ -118,6 +119,19 @@ def test_a_query_with_no_hits_says_so(window, qtbot):
     hits = search(window, qtbot, "zyzzyva")
     assert hits.isVisible() and not hits.list.isVisible()
     assert hits.status.text() == NO_HITS
+    browser = window.browser
+    qtbot.waitUntil(lambda: browser.empty.isVisible(), timeout=5000)
+    assert browser.empty.text() == NO_MATCH_TEXT
+
+
+def test_words_found_only_inside_records_point_the_empty_tree_at_the_hits(window, qtbot):
+    """The tree filters by id, case and reason; a word only in a command's output has hits
+    above it, and the empty tree says where they are instead of "no trial matches"."""
+    hits = search(window, qtbot, "return")
+    assert shown(hits)
+    browser = window.browser
+    qtbot.waitUntil(lambda: browser.empty.isVisible(), timeout=5000)
+    assert browser.empty.text() == HITS_ONLY_TEXT
 
 
 @pytest.mark.parametrize("page", [3])
