@@ -16,8 +16,10 @@ resembles): rapidfuzz's ratio reaches SIMILAR, and word by word (rapidfuzz's
 Levenshtein opcodes over the words) they differ only in words spelt a little
 differently (test, tests) and in a cut at the end (a long reason quoted to a
 length). A different word ("greet", "numpy") is a different cause, however alike
-the rest reads. A group's key is a short hash of its largest signature, stable
-while that stays its largest, and names its note ("group:<key>", Note).
+the rest reads. A group's key is a short hash of its largest signature and names its
+note ("group:<key>", Note). As a batch grows another of its signatures may become the
+largest, and the key changes; `keys` holds every member signature's key, so a note made
+under an earlier key is still found (`note_target`).
 
 Only the trial table's short columns are read (one statement, as the browser
 reads them), never a record; 10,000 failed trials with 7,400 different reasons
@@ -44,6 +46,7 @@ SIMILAR = 90.0  # rapidfuzz ratio (0–100) at which two signatures of one kind 
 WORD_SIMILAR = 75.0  # rapidfuzz ratio at which two words are one spelt differently (test, tests)
 QUOTE_MIN = 3  # distinct values a quoted slot needs before it counts as volatile
 KEY_CHARS = 10  # hex digits of a group's key
+MAX_KEYS = 100  # member signatures' keys a group keeps for finding its note
 FAILED = ("fail", "infra_error")
 
 # After engine.compare's rules: paths (absolute, ~/…, or relative with a slash; a placeholder
@@ -75,7 +78,8 @@ class FailureGroup(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    key: str  # short and stable: its note's target is "group:" + key
+    key: str  # the largest signature's: a new note's target is "group:" + key
+    keys: list[str]  # every member signature's key, largest first (key among them)
     kind: str  # the failure kind: assertion, judge, timeout, limit, infra (void)
     outcome: str  # fail, or infra_error for void trials
     signature: str  # the masked reason of its largest member signature
@@ -90,6 +94,11 @@ class FailureGroup(BaseModel):
     def target(self) -> str:
         """The note target of this group (engine.models.Note)."""
         return f"group:{self.key}"
+
+    @property
+    def targets(self) -> list[str]:
+        """Every target a note on this group may have been made under, its own first."""
+        return [f"group:{k}" for k in self.keys]
 
 
 @functools.lru_cache(maxsize=4096)  # a batch's failures often repeat one reason word for word
@@ -149,9 +158,12 @@ def _near(head: str, other: str) -> bool:
     """Whether two signatures say the same words in the same order, but for a word spelt a
     little differently (test, tests) and a cut at the end (a long reason quoted to a length)."""
     a, b = _words(head), _words(other)
+    # A cut at the end: the longer is compared only as far as the shorter goes. (Left to the
+    # opcodes, "…after Hel" against "…after Hello and an" aligned as an insert in the middle.)
+    a, b = a[:len(b)], b[:len(a)]
     for tag, i1, i2, j1, j2 in Levenshtein.opcodes(a, b):
         at_end = i2 == len(a) and j2 == len(b)
-        if tag == "equal" or (tag in ("insert", "delete") and at_end):
+        if tag == "equal":
             continue
         if tag == "replace" and i2 - i1 == j2 - j1 and all(
                 fuzz.ratio(x, y) >= WORD_SIMILAR or (at_end and (x.startswith(y) or y.startswith(x)))
@@ -174,7 +186,7 @@ def group(trials: Iterable[FailedTrial], similar: float = SIMILAR) -> list[Failu
         exact.setdefault((t.outcome, t.kind, t.where, signature), []).append(t)
     # Largest first, so each signature joins the largest group it resembles.
     ordered = sorted(exact.items(), key=lambda kv: (-len(kv[1]), kv[0][1], kv[0][2] or "", kv[0][3]))
-    joined: list[tuple[tuple[str, str, str | None, str], list[FailedTrial]]] = []
+    joined: list[tuple[tuple[str, str, str | None, str], list[FailedTrial], list[str]]] = []
     # Only signatures of one outcome, kind and first failing check are compared: a different
     # check that fails is a different cause, however alike the reasons read.
     heads: dict[tuple[str, str, str | None], list[str]] = {}  # the groups' signatures
@@ -187,19 +199,21 @@ def group(trials: Iterable[FailedTrial], similar: float = SIMILAR) -> list[Failu
             if _near(choices[i], signature)), None) if choices else None
         if found is not None:
             joined[indexes[found]][1].extend(members)
+            joined[indexes[found]][2].append(_key(kind, where, signature))
             continue
         choices.append(signature)
         indexes.append(len(joined))
-        joined.append(((outcome, kind, where, signature), list(members)))
-    groups = [_failure_group(head, members) for head, members in joined]
+        joined.append(((outcome, kind, where, signature), list(members), [_key(kind, where, signature)]))
+    groups = [_failure_group(head, members, keys) for head, members, keys in joined]
     return sorted(groups, key=lambda g: (-g.count, g.kind, g.key))
 
 
-def _failure_group(head: tuple[str, str, str | None, str], members: list[FailedTrial]) -> FailureGroup:
+def _failure_group(head: tuple[str, str, str | None, str], members: list[FailedTrial],
+                   keys: list[str]) -> FailureGroup:
     outcome, kind, where, signature = head
     members.sort(key=lambda t: (t.batch_id, t.case_id, t.variant, t.trial, t.id))
     return FailureGroup(
-        key=_key(kind, where, signature), kind=kind, outcome=outcome, signature=signature,
+        key=keys[0], keys=keys[:MAX_KEYS], kind=kind, outcome=outcome, signature=signature,
         reason=members[0].reason, where=where, count=len(members),
         variants=sorted({t.variant for t in members}), cases=sorted({t.case_id for t in members}),
         trial_ids=[t.id for t in members])
@@ -234,6 +248,13 @@ def failure_groups(source: Source, batch_id: str | None = None,
                    flt: BrowseFilter = BrowseFilter()) -> list[FailureGroup]:
     """The failure groups of a batch's (or a filter's) failed and void trials, largest first."""
     return group(failed_trials(source, batch_id, flt))
+
+
+def note_target(store: Any, group: FailureGroup) -> str:
+    """Where this group's note is: the first of its targets that holds one (a note made
+    while another signature was its largest), else its own."""
+    held = store.notes(group.targets)
+    return next((t for t in group.targets if t in held), group.target)
 
 
 # -- "compare a pass with one of these" ---------------------------------------------------

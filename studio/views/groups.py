@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget,
 )
 
-from engine.groups import FailureGroup, failure_groups, nearest_pass
+from engine.groups import FailureGroup, failure_groups, nearest_pass, note_target
 from engine.store import Store, StoreError
 from engine.text import plural
 from studio.off_gui import OffGuiThread
@@ -198,9 +198,13 @@ class FailureGroupsView(QWidget):
             return
         self._picked_key = group.key
         self.picked.setText(f"{plural(group.count, 'trial')} · group {group.key}")
-        if self._note_editor is not None and (self.note is None or self.note.target != group.target):
+        if self._note_editor is not None and (self.note is None or self.note.target not in group.targets):
             self._drop_note()
-            self.note = self._note_editor(group.target)
+            try:  # a note made while another of its signatures was the largest is still its note
+                target = note_target(self.model.store, group)
+            except StoreError:
+                target = group.target
+            self.note = self._note_editor(target)
             self.note_at.addWidget(self.note)
 
     def _drop_note(self) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.groups import FailedTrial, failure_groups, group, mask, nearest_pass
-from engine.models import Failure, TrajectoryItem, TrialRecord
+from engine.groups import FailedTrial, failure_groups, group, mask, nearest_pass, note_target
+from engine.models import Failure, Note, TrajectoryItem, TrialRecord
 from engine.store import Store
 from engine.store.browse import BrowseFilter, trials_of
 from tests.engine.test_cli import cli
@@ -191,3 +191,29 @@ def test_cli_groups_text_and_json(store_path, capsys):
 def test_cli_groups_of_no_such_batch(store_path, capsys):
     code, out, err = cli(capsys, "groups", "b_nope", "--store", store_path)
     assert code == 2 and "no batch b_nope" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_groups_note_is_found_after_another_signature_became_its_largest(tmp_path):
+    """A note made on a group stays its note when, as the batch grows, a near-identical
+    signature outnumbers the one that named the group."""
+    long = ("`pytest -q` exited 1: E AssertionError: greet('bob') returned the wrong greeting "
+            "for the user named in the fixture, expected a comma after Hello and an")
+    first = [failed(i, long) for i in range(3)] + [failed(3, long[:-9])]
+    [before] = group(first)
+    with Store(tmp_path / "notes.db") as store:
+        store.set_note(Note(target=before.target, label="env problem", text="", updated_at="2026-12-01T10:00:00Z")).result()
+        grown = first + [failed(10 + i, long[:-9]) for i in range(5)]  # the cut reason now leads
+        [after] = group(grown)
+        assert after.key != before.key and before.key in after.keys
+        assert note_target(store, after) == before.target
+        assert note_target(store, before) == before.target
+        [other] = group([failed(20, OTHER_CAUSE)])
+        assert note_target(store, other) == other.target  # no note: its own key
+
+
+def test_a_cut_reason_joins_the_whole_one_whichever_is_more_common():
+    long = ("`pytest -q` exited 1: E AssertionError: greet('bob') returned the wrong greeting "
+            "for the user named in the fixture, expected a comma after Hello and an")
+    for whole, cut in ((4, 1), (1, 4), (3, 6)):
+        trials = [failed(i, long) for i in range(whole)] + [failed(100 + i, long[:-9]) for i in range(cut)]
+        assert [g.count for g in group(trials)] == [whole + cut], (whole, cut)

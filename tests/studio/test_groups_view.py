@@ -43,3 +43,33 @@ def test_groups_shown_opened_and_compared(path, make_window, qtbot):
     with qtbot.waitSignal(view.compare_requested) as signal:
         view.compare_button.click()
     assert signal.args == ["t_p", "t_f0"]
+
+
+def test_a_groups_note_follows_it_when_another_signature_leads(path, make_window, qtbot):
+    """A note is made on a group of two judge failures; three more fail with that reason cut
+    short (as a log quotes it), which now leads the group: the editor still shows the note."""
+    from engine.groups import failure_groups
+    from engine.models import Note
+
+    reason = ("the judge scored 0.2 below 0.7: greet.py has no docstring, no type hints and "
+              "prints instead of returning the greeting it builds")
+    with Store(path) as store:
+        for i in range(2):
+            save(store, f"t_j{i}", "r_bad", "greet", "bad", 20 + i, "fail", reason, kind="judge")
+        store.flush()
+        [judged] = [g for g in failure_groups(store, "b_g") if g.kind == "judge"]
+        store.set_note(Note(target=judged.target, label="agent gave up", text="never documents",
+                            updated_at="2026-12-01T10:00:00Z")).result()
+        for i in range(3):
+            save(store, f"t_k{i}", "r_bad", "greet", "bad", 30 + i, "fail", reason[:-14], kind="judge")
+        store.flush()
+        [grown] = [g for g in failure_groups(store, "b_g") if g.kind == "judge"]
+        assert grown.count == 5 and grown.key != judged.key
+    window = make_window(path)
+    qtbot.waitExposed(window)
+    view = open_groups(window, qtbot, "b_g")
+    row = next(r for r in range(view.table.rowCount()) if view.table.item(r, 0).text() == "5")
+    view.table.setCurrentCell(row, 0)
+    qtbot.waitUntil(lambda: view.note is not None and "never documents" in view.note.text.toPlainText(),
+                    timeout=5000)
+    assert view.note.target == judged.target
