@@ -40,7 +40,7 @@ from rapidfuzz.distance import Levenshtein
 from sqlalchemy import text
 
 from .compare import mask as mask_volatile
-from .store.browse import BrowseFilter, Source, _connection, _trial_filter  # noqa: PLC2701 — the browser's own filter SQL
+from .store.browse import BrowseFilter, Source, read_connection, trial_filter
 
 SIMILAR = 90.0  # rapidfuzz ratio (0–100) at which two signatures of one kind are one cause
 WORD_SIMILAR = 75.0  # rapidfuzz ratio at which two words are one spelt differently (test, tests)
@@ -232,11 +232,11 @@ def failed_trials(source: Source, batch_id: str | None = None,
                   flt: BrowseFilter = BrowseFilter()) -> list[FailedTrial]:
     """The failed and void trials of a batch, of a filter, or of both, from short columns."""
     params: dict[str, Any] = {}
-    where = [_trial_filter(flt, params)]
+    where = [trial_filter(flt, params)]
     if batch_id is not None:
         params["batch"] = batch_id
         where.append("t.batch_id = :batch")
-    with _connection(source) as conn:
+    with read_connection(source) as conn:
         rows = conn.execute(text(_FAILED_SQL.format(where=" AND ".join(where))), params)
         return [FailedTrial(id_, batch, case, variant, trial if type(trial) is int else 0,
                             outcome, kind or ("infra" if outcome == "infra_error" else "assertion"),
@@ -281,7 +281,7 @@ def nearest_pass(store: Source, trial_id: str) -> str | None:
     """The passing trial to compare a failed one with: of the same case, in the same batch
     when it has one, of the same variant first, then the one whose commands are most alike
     (rapidfuzz over the command sequences); None when no trial of the case passed."""
-    with _connection(store) as conn:
+    with read_connection(store) as conn:
         found = conn.execute(text(_TRIAL_SQL), {"id": trial_id}).first()
         if found is None:
             return None

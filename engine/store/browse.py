@@ -148,7 +148,9 @@ Source = Store | Connection
 
 
 @contextmanager
-def _connection(source: Source) -> Iterator[Connection]:
+def read_connection(source: Source) -> Iterator[Connection]:
+    """A connection to read with: the one given, or one of the store's readers (for another
+    module's queries over the browser's filter, e.g. engine.groups)."""
     if isinstance(source, Connection):
         yield source
     else:
@@ -157,7 +159,7 @@ def _connection(source: Source) -> Iterator[Connection]:
 
 
 def _rows(source: Source, sql: str, params: dict[str, Any]) -> list[Any]:
-    with _connection(source) as conn:
+    with read_connection(source) as conn:
         return list(conn.execute(text(sql), params))
 
 
@@ -180,7 +182,7 @@ def _escape_like(value: str) -> str:
 _FILTERED = "trial t INDEXED BY ix_trial_filter"
 
 
-def _trial_filter(flt: BrowseFilter, params: dict[str, Any]) -> str:
+def trial_filter(flt: BrowseFilter, params: dict[str, Any]) -> str:
     """SQL conditions on the trial table aliased `t`; "1" when nothing filters."""
     parts = []
     if flt.outcomes:
@@ -280,7 +282,7 @@ def batches_page(source: Source, flt: BrowseFilter = BrowseFilter(), sort: Sort 
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     where = "1"
     if flt.active:
-        where = f"b.id IN (SELECT t.batch_id FROM {_FILTERED} WHERE {_trial_filter(flt, params)})"
+        where = f"b.id IN (SELECT t.batch_id FROM {_FILTERED} WHERE {trial_filter(flt, params)})"
     order = _order(_BATCH_ORDER, sort, "started_at", "id")
     batches = f"SELECT * FROM (SELECT {_BATCH_COLUMNS} FROM batch b WHERE {where})"
     if sort.key in ("name", "trigger", "started", "duration"):
@@ -309,7 +311,7 @@ def count_batches(source: Source, flt: BrowseFilter = BrowseFilter()) -> int:
     if not flt.active:
         sql = "SELECT count(*) FROM batch"
     else:
-        where = _trial_filter(flt, params)
+        where = trial_filter(flt, params)
         sql = f"SELECT count(DISTINCT t.batch_id) FROM {_FILTERED} WHERE {where}"
     return int(_rows(source, sql, params)[0][0])
 
@@ -330,7 +332,7 @@ def runs_of(source: Source, batch_id: str, flt: BrowseFilter = BrowseFilter(),
     where = "1"
     if flt.active:
         where = (f"r.id IN (SELECT t.run_id FROM {_FILTERED} WHERE t.batch_id = :batch "
-                 f"AND {_trial_filter(flt, params)})")
+                 f"AND {trial_filter(flt, params)})")
     # The median of the scored trials' command counts, as models.distribution takes it.
     sql = f"""
         WITH batch_trials AS (
@@ -387,7 +389,7 @@ def trials_of(source: Source, run_id: str, flt: BrowseFilter = BrowseFilter(),
     """A run's trials the filter picks."""
     params: dict[str, Any] = {"run": run_id}
     sql = (f"SELECT {_TRIAL_COLUMNS} FROM trial t "
-           f"WHERE t.run_id = :run AND {_trial_filter(flt, params)} "
+           f"WHERE t.run_id = :run AND {trial_filter(flt, params)} "
            f"ORDER BY {_order(_TRIAL_ORDER, sort, 't.trial', 't.trial')}, t.id")
     return [_trial_item(row) for row in _rows(source, sql, params)]
 
@@ -428,7 +430,7 @@ _PHASES_OF = "json_extract(t.record, '$.phases')"
 def _span_rows(store: Store, batch_id: str) -> list[Any]:
     """Each record parsed once by SQLite. A damaged one fails the whole statement: only then
     is every record checked first (json_valid, a second parse), so the others still read."""
-    with _connection(store) as conn:
+    with read_connection(store) as conn:
         try:
             return list(conn.execute(text(_SPANS.format(phases=_PHASES_OF)), {"batch": batch_id}))
         except sa_exc.OperationalError:
@@ -687,7 +689,7 @@ def _overview_trial(row: Any) -> OverviewTrial | None:
 def batch_figures(source: Source, batch_id: str) -> BatchFigures | None:
     """A batch's Overview figures: two statements over short columns, never the record JSON
     (a 1,000-trial batch reads in a few milliseconds). None when there is no such batch."""
-    with _connection(source) as conn:
+    with read_connection(source) as conn:
         found = list(conn.execute(text(f"SELECT {_ORIGIN} FROM batch b WHERE id = :batch"),
                                   {"batch": batch_id}))
         if not found:
@@ -763,7 +765,7 @@ def trial_costs(source: Source, batch_id: str, skip: Iterable[str] = ()) -> list
     out of each record in one parse; nothing else of a record is read or validated, and a
     record that does not read is left out."""
     params = {"batch": batch_id, "skip": json.dumps(list(skip))}
-    with _connection(source) as conn:
+    with read_connection(source) as conn:
         try:
             rows = list(conn.execute(text(_COSTS.format(figures=_FIGURES_OF)), params))
         except sa_exc.OperationalError:  # a damaged record fails the statement: check each
