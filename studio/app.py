@@ -76,7 +76,6 @@ MESSAGE_MS = 10_000  # how long a sentence in the status bar stays (an import's,
 BUSY = "an import or export is still running: try again when it is done"
 BATCH_REFRESH_MS = 1000  # a running batch's header, grid and timeline are read again at most this often
 BATCH_VIEWS = ("overview", "timeline")  # the tabs that show a batch; the others show one trial
-GROUPS_SCROLL_MS = 300  # `--view groups`: after the batch's groups are read and laid out
 GC_YOUNG = 5_000  # objects allocated between young collections (Python's default: 700)
 # A finished trial whose record the store still lacks after that wait: looked for again this
 # many seconds later, each; then the banner says so.
@@ -953,12 +952,7 @@ def open_from_args(window: MainWindow, open_id: str | None, view: str | None,
         error = f"no batch or trial {open_id} in {window.store.path}"
     if view == "groups":  # the batch Overview, scrolled to its failure groups once they are read
         window.show_view("overview")
-        page = window.overview_page
-        def to_groups() -> None:  # their heading at the top of the pane
-            scroll = page.batch.scroll
-            scroll.verticalScrollBar().setValue(page.groups.mapTo(scroll.widget(), page.groups.rect().topLeft()).y() - 28)
-
-        QTimer.singleShot(GROUPS_SCROLL_MS, to_groups)
+        window.overview_page.show_groups()
     elif view and view != "browser":
         window.show_view(view)
     return error
@@ -1028,11 +1022,15 @@ def _size_error(window: QMainWindow, size: tuple[int, int]) -> str | None:
 
 
 def _screenshot(app: QApplication, window: MainWindow, path: Path, size: tuple[int, int]) -> int:
-    deadline = time.monotonic() + 0.6  # let timers draw (timeline, live rows)
-    while time.monotonic() < deadline or (window.browser.search_hits.busy
-                                           and time.monotonic() < deadline + STORE_WAIT_S):
-        app.processEvents()  # a --search's hits are read off the GUI thread: until they are in
+    # Timers draw (timeline, live rows) for 0.6 s; reads off the GUI thread (a --search's hits,
+    # the failure groups) are waited for, then their layout settles: a busy machine grabbed
+    # the groups mid-layout, their note editor squeezed over the next heading.
+    deadline = time.monotonic() + 0.6
+    quiet = 0
+    while quiet < 10 and time.monotonic() < deadline + STORE_WAIT_S:
+        app.processEvents()
         time.sleep(0.02)
+        quiet = quiet + 1 if time.monotonic() >= deadline and not OffGuiThread.pending() else 0
     error = _size_error(window, size)  # a view filled meanwhile may have widened it
     path.parent.mkdir(parents=True, exist_ok=True)
     ok = error is None and window.grab().save(str(path))

@@ -27,6 +27,14 @@ class OffGuiThread(QObject):
     thread (an exception `work` raised is the result)."""
 
     _done = Signal(object, object)  # then, result
+    _pending = 0  # jobs started and not yet delivered, in every instance (a screenshot waits for 0)
+    _pending_lock = threading.Lock()
+
+    @classmethod
+    def pending(cls) -> int:
+        """Jobs whose results have not reached the GUI thread yet, in the whole studio."""
+        with cls._pending_lock:
+            return cls._pending
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -41,10 +49,20 @@ class OffGuiThread(QObject):
             try:
                 self._done.emit(then, result)
             except RuntimeError:  # the window is gone
-                pass
+                OffGuiThread._settle()
 
+        with OffGuiThread._pending_lock:
+            OffGuiThread._pending += 1
         threading.Thread(target=job, name="studio-store-wait", daemon=True).start()
 
     @staticmethod
+    def _settle() -> None:
+        with OffGuiThread._pending_lock:
+            OffGuiThread._pending -= 1
+
+    @staticmethod
     def _deliver(then: Callable[[Any], None], result: Any) -> None:
-        then(result)
+        try:
+            then(result)
+        finally:
+            OffGuiThread._settle()

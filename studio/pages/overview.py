@@ -4,7 +4,7 @@ overview (figures, plots, links to trials) above its run grid (cases × variants
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
@@ -15,6 +15,10 @@ from studio.views.grid import RunGrid
 from studio.views.groups import FailureGroupsModel, FailureGroupsView
 from studio.views.note import NoteEditor
 from studio.views.overview import OverviewView
+
+GROUPS_SHARE = 3 / 5  # `--view groups`: the figures' share of the height, for a group's note
+GROUPS_HEADING_PX = 28  # the heading above the groups, kept in view
+LAYOUT_MS = 50  # after a read's widgets are laid out
 
 
 class OverviewPage(QWidget):
@@ -41,6 +45,7 @@ class OverviewPage(QWidget):
         self.split.setChildrenCollapsible(False)
         self.split.addWidget(self.stack)
         self._sized = False  # the first show splits the height; then the user's drag holds
+        self._top_share = 9 / 20  # of the height, the figures' when first shown
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.split)
@@ -64,14 +69,36 @@ class OverviewPage(QWidget):
             self.groups.group_opened.connect(self.group_opened)
             self.groups.compare_requested.connect(self.compare_requested)
             self.groups.trial_activated.connect(self.trial_activated)
+            # Right under the tiles: what a failing batch's reader looks for first.
             self._batch.insert_part("Failure groups · largest first", self.groups,
-                                    before=self._batch.voids_heading)
+                                    before=self._batch.runs_heading)
             self.split.insertWidget(0, self._batch)
             self.split.setStretchFactor(0, 9)
             self.split.setStretchFactor(1, 11)
             self._sized = False
             self._size()
         return self._batch
+
+    def show_groups(self) -> None:
+        """The batch's figures scrolled to the failure groups' heading, once the groups are read
+        and laid out, with room below it for a picked group's actions and note (`--view groups`)."""
+        self._top_share, self._sized = GROUPS_SHARE, False
+        self._size()
+
+        def scroll() -> None:
+            area = self.batch.scroll
+            heading = self.groups.mapTo(area.widget(), QPoint(0, 0)).y() - GROUPS_HEADING_PX
+            area.verticalScrollBar().setValue(heading)
+
+        def read() -> None:
+            if not self.groups.model.reading:
+                self.groups.model.changed.disconnect(read)
+                QTimer.singleShot(LAYOUT_MS, scroll)  # after the table's new height is laid out
+
+        if self.groups.model.reading:
+            self.groups.model.changed.connect(read)
+        else:
+            QTimer.singleShot(LAYOUT_MS, scroll)
 
     def _show_costs(self, costs: dict[str, float | None]) -> None:
         """The costs the batch's figures read, per grid cell; its columns widen to show them."""
@@ -86,7 +113,8 @@ class OverviewPage(QWidget):
         if not self._sized and self._batch is not None and self.height() > 0:
             self._sized = True
             # The figures' scroll area would take all it asks for: give the grid its share.
-            self.split.setSizes([self.height() * 9 // 20, self.height() * 11 // 20])
+            top = round(self.height() * self._top_share)
+            self.split.setSizes([top, self.height() - top])
 
     def currentWidget(self) -> QWidget:  # noqa: N802 — as QStackedWidget names it
         """What the page shows: the trial's overview, or the batch's grid (under its figures)."""

@@ -282,7 +282,8 @@ class BatchOverview(QWidget):
         column.setSpacing(6)
         column.addWidget(self.origin)
         column.addLayout(tiles)
-        column.addWidget(self._heading("Outcomes per run"))
+        self.runs_heading = self._heading("Outcomes per run")  # parts may go above it
+        column.addWidget(self.runs_heading)
         column.addWidget(self.runs)
         self.nodes_heading = self._heading("Nodes")
         for widget in (self.nodes_heading, self.nodes_note, self.nodes):

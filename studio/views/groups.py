@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
-    QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget,
+    QHBoxLayout, QHeaderView, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget,
 )
 
 from engine.groups import FailureGroup, failure_groups, nearest_pass, note_target
@@ -27,7 +27,7 @@ from studio.widgets import MUTED, make_table, table_item
 
 GroupRole = Qt.ItemDataRole.UserRole  # a row's group index
 ROWS_VISIBLE = 8  # rows of the table before it scrolls
-REASON_PX = 320  # the example reason's column at most; the whole reason is in its tooltip
+VARIANTS_PX = 120  # the variants' column at most, elided (the reason needs the width more)
 NONE_TEXT = "No failed or void trial: nothing to group."
 
 
@@ -100,6 +100,14 @@ class FailureGroupsView(QWidget):
         self.status.setStyleSheet(MUTED)
         self.table = make_table(["Trials", "Kind", "Reason", "Variants", "First check", "First"])
         self.table.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # The reason takes the width the others leave, elided (whole in its tooltip): at
+        # 1,024 px a scroll bar across the table hid its last row.
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Interactive)  # variants: capped
+        header.setStretchLastSection(False)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.setCursor(Qt.CursorShape.PointingHandCursor)
         self.table.cellClicked.connect(self._clicked)
         self.table.currentCellChanged.connect(lambda *_cells: self._picked())  # the keyboard's pick too
@@ -156,8 +164,7 @@ class FailureGroupsView(QWidget):
             for column, item in enumerate(items):
                 item.setData(GroupRole, row)
                 self.table.setItem(row, column, item)
-        self.table.resizeColumnsToContents()
-        self.table.setColumnWidth(2, min(self.table.columnWidth(2), REASON_PX))
+        self.table.setColumnWidth(3, min(self.table.sizeHintForColumn(3), VARIANTS_PX))
         rows = min(len(groups), ROWS_VISIBLE)
         height = self.table.horizontalHeader().height() + 2 * self.table.frameWidth() + 2
         height += sum(self.table.rowHeight(r) for r in range(rows))

@@ -73,3 +73,27 @@ def test_a_groups_note_follows_it_when_another_signature_leads(path, make_window
     qtbot.waitUntil(lambda: view.note is not None and "never documents" in view.note.text.toPlainText(),
                     timeout=5000)
     assert view.note.target == judged.target
+
+
+def test_view_groups_shows_them_with_a_picked_groups_note_in_view(path, make_window, qtbot):
+    """`--view groups` at 1,024 x 700: the groups' heading, table, actions and note editor are
+    all inside the pane once read (they sat under the phases, and a 300 ms timer scrolled to
+    where they were before the figures above them grew)."""
+    from studio.app import open_from_args
+
+    window = make_window(path)
+    window.resize(1024, 700)
+    qtbot.waitExposed(window)
+    assert open_from_args(window, "b_g", "groups", None) is None
+    page = window.overview_page
+    view = page.groups
+    qtbot.waitUntil(lambda: not view.model.reading and bool(view.model.groups), timeout=5000)
+    view.table.setCurrentCell(0, 0)
+    area = page.batch.scroll
+
+    def shown_whole(widget) -> bool:
+        top = widget.mapTo(area.viewport(), widget.rect().topLeft()).y()
+        return top >= 0 and top + widget.height() <= area.viewport().height()
+
+    qtbot.waitUntil(lambda: all(shown_whole(w) for w in (view.table, view.open_button, view.note)),
+                    timeout=5000)
