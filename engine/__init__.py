@@ -10,7 +10,7 @@ from .spec import Dockerfile, EvalFileError, Install, Secret, Step, evaluation, 
 
 __all__ = [
     "evaluation", "git", "Dockerfile", "Install", "Secret", "Step", "EvalFileError",
-    "Engine", "BatchPlan", "Store", "load_cases", "load_config",
+    "Engine", "BatchPlan", "Store", "load_cases", "load_config", "run_batch",
 ]
 
 
@@ -19,6 +19,9 @@ def __getattr__(name: str):
     if name in ("Engine", "BatchPlan"):
         from . import batch
         return getattr(batch, name)
+    if name == "run_batch":
+        from .api import run_batch
+        return run_batch
     if name == "Store":
         from .store import Store
         return Store

@@ -72,6 +72,7 @@ class BatchPlan:
     concurrency: int | None = None     # overrides [defaults] concurrency
     trigger: str = "api"
     retry_void: int = 0                # void trials run again up to this many times (never scored ones)
+    link: str | None = None            # the CI run that starts it (kept in the batch's config)
 
 
 @dataclass
@@ -230,7 +231,8 @@ class Engine:
         self.store.check_writable()
         batch_id = new_id("b")
         plans: list[TrialPlan] = []
-        self.store.create_batch(batch_id, plan.trigger, self.owner, utc_now())
+        self.store.create_batch(batch_id, plan.trigger, self.owner, utc_now(),
+                                config={"link": plan.link} if plan.link else None)
         position = 0
         for case in plan.cases:
             for variant in plan.variants:

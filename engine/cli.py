@@ -1,4 +1,4 @@
-"""`proctor …`: run, ls, rm, show, search, groups, replay, export, import, cleanup.
+"""`proctor …`: run, ls, rm, show, search, groups, replay, export, import, mcp, cleanup.
 
 Exit status: 0 every scored trial passed; 1 a trial failed; 3 infra errors and
 no failures; 2 a usage or eval-file error; 130 interrupted.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -15,6 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
+from fractions import Fraction
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -28,6 +30,9 @@ from .replay import delays, replay_events
 from .text import fmt_ms, plural
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
+from .reports import ReportError
+from .reports.ci import CiReports
+from .reports.gate import pass_rate_status, parse_rate
 from .store import Store, StoreError, default_store_path
 from .store.browse import RUNNING, BrowseFilter, Sort, batches_page, count_batches, locate
 
@@ -52,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     try:
         return args.func(args)
-    except (EvalFileError, StoreError) as e:
+    except (EvalFileError, StoreError, ReportError) as e:
         _say(f"proctor: {_one_line(e)}")
         return EXIT_USAGE
     except (DockerUnavailable, ClusterUnavailable) as e:
@@ -97,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
                           "(overrides [cluster] address; needs the extra proctor[ray])")
     run.add_argument("-v", "--verbose", action="store_true", help="print every phase as it happens")
     run.add_argument("--json", action="store_true", help="print the batch as JSON when it ends")
+    run.add_argument("--junit", type=Path, metavar="FILE",
+                     help="also write the batch as JUnit XML, the test report a CI system shows")
+    run.add_argument("--min-pass-rate", type=_rate, metavar="R",
+                     help="exit 0 when passes / (passes + fails) is at least R (0 to 1), else 1, "
+                          "instead of 1 on any failure; void and skipped trials never count")
     run.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
 
     ls = command("ls", cmd_ls, "batches, runs and trials in the store, newest first")
@@ -156,6 +166,15 @@ def _parser() -> argparse.ArgumentParser:
     import_.add_argument("--threshold", type=float, default=None, metavar="X",
                          help="an Inspect log's numeric score passes at X or more")
 
+    from .mcp import CLIENT_CONFIG  # text only: the SDK loads in cmd_mcp, for this command alone
+
+    mcp = command("mcp", cmd_mcp, "serve Proctor's tools to an agent over MCP (stdio): list, run "
+                  "and read the evals under FOLDER")
+    mcp.formatter_class, mcp.epilog = argparse.RawDescriptionHelpFormatter, CLIENT_CONFIG
+    mcp.add_argument("folder", nargs="?", type=Path, default=Path("."), metavar="FOLDER",
+                     help="the folder whose eval files the server may read (default: here)")
+    mcp.add_argument("--config", type=Path, help="proctor.toml (default: next to the eval file or above)")
+
     # Commands other packages add (the studio), found by entry point so the engine imports none of them.
     for entry in entry_points(group="proctor.commands"):
         entry.load()(sub)
@@ -182,6 +201,14 @@ def _whole(most: int | None = None, least: int = 1) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be at most {most:,}, not {shown(text)}")
         return value
     return parse
+
+
+def _rate(text: str) -> Fraction:
+    """An argparse type: --min-pass-rate's fraction (engine.reports.gate)."""
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _cluster(text: str) -> str:
@@ -222,9 +249,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"cluster": ClusterConfig(address=args.cluster)})
     cases = load_cases(files, args.cases)
     variants = config.select_variants(args.variants)
+    reports = CiReports(args.junit, cases, os.environ, json_out=args.json)  # a bad --junit: now
     plan = BatchPlan(cases=cases, variants=variants, config=config, trials=args.trials,
                      concurrency=args.concurrency, trigger=detect_trigger("cli"),
-                     retry_void=args.retry_void)
+                     retry_void=args.retry_void, link=reports.link)
     store = _open_store(args)
     stop = _StopSignals()
     try:
@@ -239,15 +267,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             swept = engine.sweep()
             if swept.trials and not args.json:
                 print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)
-            summary = _run_batch(engine, plan, args, stop)
+            with reports.guarded():  # under GitHub Actions: agents' words are never commands
+                summary = _run_batch(engine, plan, args, stop)
     finally:
         store.close()
-    if args.json:
-        print(json.dumps(summary.model_dump(mode="json"), indent=2))
-    else:
-        _print_grid(summary)
+    with reports.guarded():
+        if args.json:
+            print(reports.json_text(summary))
+        else:
+            _print_grid(summary)
+    try:
+        reports.write(summary)  # also when interrupted: the trials that ended
+    except ReportError as e:
+        if not stop.received:
+            raise
+        _say(f"proctor: {_one_line(e)}")  # and still 130
     if stop.received:
         return EXIT_INTERRUPTED
+    if args.min_pass_rate is not None:
+        return pass_rate_status(summary, args.min_pass_rate)
     return _exit_code(summary)
 
 
@@ -355,7 +393,9 @@ class _Printer:
         if isinstance(event, TrialFinished):
             if self.verbose and event.outcome != "skipped":
                 return None  # teardown already said it
-            reason = f" · {event.failure.kind}: {event.failure.reason}" if event.failure else ""
+            # One line: an agent writes part of a reason, and a line of its own could pose as ours.
+            failure = event.failure
+            reason = f" · {failure.kind}: {_one_line(failure.reason)}" if failure else ""
             took = f" in {fmt_ms(event.duration_ms)}" if event.duration_ms else ""
             return f"{GLYPH[event.outcome]} {tag} {event.outcome}{took}{reason}"
         if not self.verbose:
@@ -712,6 +752,32 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve until the client closes stdin; a signal (the client's SIGTERM) ends it too. Then
+    the batches still running are cancelled and closed, signals only noted meanwhile."""
+    from .mcp.server import ProctorServer
+
+    if not args.folder.is_dir():
+        raise UserError(f"{args.folder}: no such folder")
+    if args.config and not args.config.is_file():
+        raise UserError(f"{args.config}: no such config file")
+    store = _open_store(args)
+    stop = _StopSignals()
+    try:
+        server = ProctorServer(args.folder, store, args.config)
+        with stop:
+            try:
+                server.run()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                with stop.held():
+                    server.close()
+    finally:
+        store.close()
+    return EXIT_INTERRUPTED if stop.received else EXIT_OK
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

@@ -278,6 +278,7 @@ class BatchSummary(_Model):
     finished_at: str | None = None
     runs: list[RunSummary] = Field(default_factory=list)
     origin: str | None = None  # where an imported batch came from, in words; None for Proctor's own
+    link: str | None = None  # the CI run that started it (a GitHub Actions workflow run), if any
 
 
 def distribution(trials: list[TrialSummary]) -> Distribution:

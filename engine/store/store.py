@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -1023,13 +1024,19 @@ class Store:
         damaged = damaged if damaged is not None else []
         ids = [b.id for b in batch_rows]
 
-        def _origin(config: str | None) -> str | None:
-            """An imported batch's origin sentence; a file may have put anything there."""
+        def _setting(config: str | None, key: str) -> str | None:
+            """A text of the batch's config (an imported batch's origin sentence, the CI run's
+            link); a file may have put anything there."""
             try:
-                origin = json.loads(config or "{}").get("origin")
+                value = json.loads(config or "{}").get(key)
             except (ValueError, AttributeError, RecursionError):
                 return None
-            return origin if isinstance(origin, str) else None
+            return value if isinstance(value, str) else None
+
+        def _link(config: str | None) -> str | None:
+            """A web link only: a bundle may hold any text, and the studio opens links."""
+            link = _setting(config, "link")
+            return link if link and re.fullmatch(r"https?://[!-~]{1,2000}", link) else None
 
         runs = conn.execute(select(RunRow.__table__).where(RunRow.batch_id.in_(ids))
                             .order_by(RunRow.position, RunRow.id)).all()
@@ -1056,7 +1063,8 @@ class Store:
                 runs_of[run.batch_id].append(one)
         batches = [_readable(lambda: BatchSummary(
             batch_id=b.id, trigger=b.trigger, status=b.status, started_at=b.started_at,
-            finished_at=b.finished_at, runs=runs_of[b.id], origin=_origin(b.config)),
+            finished_at=b.finished_at, runs=runs_of[b.id], origin=_setting(b.config, "origin"),
+            link=_link(b.config)),
             f"batch {b.id}", damaged)
             for b in batch_rows]
         return [b for b in batches if b is not None]
