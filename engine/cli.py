@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from fractions import Fraction
 from importlib.metadata import entry_points
@@ -30,7 +30,7 @@ from .replay import delays, replay_events
 from .text import fmt_ms, plural
 from .sandbox.client import DockerUnavailable, connect
 from .spec import MAX_CONCURRENCY, MAX_TRIALS, EvalFileError, find_eval_files, load_cases, shown
-from .reports import ReportError
+from .reports import ReportError, github
 from .reports.ci import CiReports
 from .reports.gate import pass_rate_status, parse_rate
 from .store import Store, StoreError, default_store_path
@@ -56,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        return args.func(args)
+        with _workflow_commands_stopped(args):
+            return args.func(args)
     except (EvalFileError, StoreError, ReportError) as e:
         _say(f"proctor: {_one_line(e)}")
         return EXIT_USAGE
@@ -74,6 +75,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `proctor ls --json | head`
         sys.stderr.close()
         return EXIT_OK
+
+
+# `run` guards its own output (reports/ci.py); `mcp`'s stdout is its protocol.
+_GUARDS_ITSELF = ("run", "mcp", "studio")
+
+
+def _workflow_commands_stopped(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """Under GitHub Actions, no line a command prints is a workflow command: `show`, `search`,
+    `ls` and `replay` print what agents wrote, which could say `::add-mask::` on a line of its
+    own. JSON keeps stdout to itself: its guard lines go to stderr."""
+    if not github.active(os.environ) or args.command in _GUARDS_ITSELF:
+        return nullcontext()
+    return github.commands_stopped(sys.stderr if getattr(args, "json", False) else sys.stdout)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -328,3 +328,30 @@ def test_the_store_gives_only_a_web_link(tmp_path, link, shown):
         store.create_batch("b_1", "ci", "", "2026-12-01T10:00:00.000Z", config={"link": link})
         store.flush()
         assert store.batch_summary("b_1").link == shown
+
+
+# --- the other commands ----------------------------------------------------------------------
+
+
+def test_commands_that_print_what_agents_wrote_take_no_workflow_command(tmp_path):
+    """`show`, `search` and `ls` print stored agent text; under GitHub Actions none of its
+    lines is a command. With --json, stdout stays JSON (the guard lines go to stderr)."""
+    from engine.store import Store
+    from tests.engine.test_search import record
+
+    store_path = tmp_path / "proctor.db"
+    trial = record("t_1", word="wombat")
+    trial = trial.model_copy(update={
+        "trajectory": [*trial.trajectory, trial.trajectory[0].model_copy(update={"text": "wombat " + HOSTILE})],
+        "failure": trial.failure.model_copy(update={"reason": "wombat " + HOSTILE})})
+    with Store(store_path) as store:
+        store.save_trial(trial).result()
+    env = cli_env(**GITHUB)
+    for args in (("show", "t_1"), ("search", "wombat")):
+        done = proctor(*args, store=store_path, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "##[add-mask]" in done.stdout, args  # the hostile text is printed…
+        assert workflow_commands(done.stdout) == [], args  # …and taken as no command
+    done = proctor("show", "t_1", "--json", store=store_path, env=env)
+    assert json.loads(done.stdout)["id"] == "t_1"
+    assert done.stderr.startswith("::stop-commands::")
