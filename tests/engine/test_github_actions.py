@@ -17,7 +17,8 @@ import pytest
 from engine.models import BatchSummary, Failure, RunSummary, TrialSummary, distribution
 from engine.reports import Site, github
 from engine.reports.ci import CiReports
-from tests.engine.test_cli import BASE_IMAGE, cli_env, proctor, write_suite
+from tests.conftest import suite_toml
+from tests.engine.test_cli import cli_env, proctor, write_suite
 
 RUN_LINK = "https://github.com/acme/evals/actions/runs/123456"
 GITHUB = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com",
@@ -97,17 +98,7 @@ SUITE = """
         c.send("never reached")
 """
 
-TOML = f"""
-    [defaults]
-    image = "{BASE_IMAGE}"
-    timeout = "2m"
-    concurrency = 1
-
-    [[variants]]
-    name = "scripted"
-    harness = "command"
-    command = "sh .agent/run.sh"
-"""
+TOML = suite_toml({"scripted": "sh .agent/run.sh"}, concurrency=1, timeout="2m")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from engine.models import BatchSummary, Failure as TrialFailure, RunSummary, Tri
 from engine.reports import Site
 from engine.reports.junit import MAX_REASON, write_junit
 
-from tests.engine.test_cli import BASE_IMAGE, finish, proctor, start_run, write_suite
+from tests.conftest import suite_toml
+from tests.engine.test_cli import finish, proctor, start_run, write_suite
 
 SCHEMA = Path(__file__).resolve().parents[1] / "data" / "junit.xsd"
 # An agent's reason at its worst: characters XML 1.0 cannot hold, a CDATA end, markup.
@@ -61,17 +62,7 @@ OUTCOMES_SUITE = """
         c.send("wait a minute")
 """
 
-OUTCOMES_TOML = f"""
-    [defaults]
-    image = "{BASE_IMAGE}"
-    timeout = "5m"
-    concurrency = 1
-
-    [[variants]]
-    name = "scripted"
-    harness = "command"
-    command = "sh .agent/run.sh"
-"""
+OUTCOMES_TOML = suite_toml({"scripted": "sh .agent/run.sh"}, concurrency=1, timeout="5m")
 
 
 @pytest.fixture(scope="module")
