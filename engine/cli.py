@@ -662,7 +662,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     store = _open_store(args)
     try:
-        store.index_for_search(_indexing_progress())
+        try:
+            store.index_for_search(_indexing_progress())
+        except StoreError as e:  # a read-only store, a full disk: search what is indexed
+            _say(f"proctor: {_one_line(e)}; {store.search_pending():,} trials are not indexed, "
+                 "so their hits are missing")
         hits = store.search(args.query, limit=args.limit)
     except QueryError as e:
         raise UserError(f"the query cannot be searched: {e}") from None

@@ -272,3 +272,24 @@ def test_a_case_or_variant_is_named_by_its_beginning_in_any_letter_case(store):
     assert found("case:nothing wombat") == set()
     assert found("variant:V wombat") == {"t_1", "t_2", "t_3", "t_4"}
     assert found("case:greet case:parses wombat") == {"t_1", "t_3"}
+
+
+def test_proctor_search_that_cannot_index_still_searches_what_is_indexed(tmp_path, capsys, monkeypatch):
+    """A full disk while indexing an older store: one line says so, and the hits of the
+    trials already indexed are printed (exit 0)."""
+    from engine.store import search
+    from tests.engine.test_cli import cli
+
+    path, done, word = unindexed_store(tmp_path)
+    with Store(path) as s:
+        s.save_trial(record("t_new", word="numbat")).result()
+        s.flush()
+
+    def full(conn, trial_id):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(search, "index_stored", full)
+    code, out, err = cli(capsys, "search", "numbat", "--store", path)
+    assert code == 0 and "t_new" in out, (out, err)
+    said = [line for line in err.splitlines() if line.startswith("proctor:")]
+    assert len(said) == 1 and "disk is full" in said[0] and f"{done:,} trials are not indexed" in said[0]
