@@ -82,6 +82,12 @@ def main() -> int:
         else:
             after_id, after = "working tree", ROOT
         sides = {"before": (scratch / "before", before_id), "after": (after, after_id)}
+        for tree, tree_id in sides.values():  # a benchmark newer than a revision: the working tree's
+            script = Path(command[0])
+            if not script.is_absolute() and not (tree / script).exists() and (ROOT / script).exists():
+                (tree / script).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / script, tree / script)
+                print(f"{script} is not in {tree_id}: the working tree's copy runs there")
         print(f"{' '.join(command)}: before {before_id}, after {after_id}, {args.rounds} rounds")
         results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
         for n in range(1, args.rounds + 1):

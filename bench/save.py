@@ -9,7 +9,7 @@ It uses only Store.save_trial and Store.flush, so it runs on any revision:
 
     python bench/revs.py --before 9dad5e5 -- bench/save.py
 
-(revs.py runs each tree's own copy; on a revision without this file, copy it there.)
+(revs.py runs the working tree's copy of this file on a revision that has none.)
 Prints `summary:` lines for revs.py. Always exits 0.
 """
 
