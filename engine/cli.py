@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from fractions import Fraction
 from importlib.metadata import entry_points
@@ -81,13 +81,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 _GUARDS_ITSELF = ("run", "mcp", "studio")
 
 
-def _workflow_commands_stopped(args: argparse.Namespace) -> AbstractContextManager[None]:
+@contextmanager
+def _workflow_commands_stopped(args: argparse.Namespace) -> Iterator[None]:
     """Under GitHub Actions, no line a command prints is a workflow command: `show`, `search`,
     `ls` and `replay` print what agents wrote, which could say `::add-mask::` on a line of its
-    own. JSON keeps stdout to itself: its guard lines go to stderr."""
+    own. JSON keeps stdout to itself: its guard lines go to stderr, and its `##[` is escaped
+    (github.JsonOut), as the runner may read the two streams out of order."""
     if not github.active(os.environ) or args.command in _GUARDS_ITSELF:
-        return nullcontext()
-    return github.commands_stopped(sys.stderr if getattr(args, "json", False) else sys.stdout)
+        yield
+        return
+    if not getattr(args, "json", False):
+        with github.commands_stopped(sys.stdout):
+            yield
+        return
+    real = sys.stdout
+    sys.stdout = github.JsonOut(real)  # type: ignore[assignment]
+    try:
+        with github.commands_stopped(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = real
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,9 +13,11 @@ and no link.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import secrets
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator, Mapping
@@ -114,14 +116,49 @@ def commands_stopped(stream: IO[str]) -> Iterator[None]:
     """Inside, the runner takes no workflow command from what the step prints: the batch's
     live lines quote what agents wrote. The token is random, so no agent can resume it."""
     token = f"proctor-{secrets.token_hex(16)}"
+    _flush_all()
     print(f"::stop-commands::{token}", file=stream, flush=True)
     try:
         yield
     finally:
         try:
+            _flush_all()  # what was printed inside reaches the log before commands resume
             print(f"::{token}::", file=stream, flush=True)
         except OSError:  # the step's output went away (a cancelled job)
             pass
+
+
+def _flush_all() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class JsonOut(io.TextIOBase):
+    """stdout for a `--json` command under GitHub Actions: JSON text in which `##[` (the old
+    command syntax, which the runner takes anywhere in a line, and which JSON holds only
+    inside a string) is written `##\\u005b`, the same JSON. Its guard lines are on stderr, a
+    stream the runner may read out of order with this one."""
+
+    def __init__(self, out: IO[str]) -> None:
+        super().__init__()
+        self._out = out
+        self._held = ""  # a write's trailing '#'s: the next write may begin with '['
+
+    def write(self, text: str) -> int:
+        joined = self._held + text
+        kept = joined.rstrip("#")
+        self._held = joined[len(kept):]
+        self._out.write(kept.replace("##[", "##\\u005b"))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._held:
+            self._out.write(self._held)
+            self._held = ""
+        self._out.flush()
 
 
 def json_text(data: object) -> str:

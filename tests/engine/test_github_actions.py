@@ -346,3 +346,30 @@ def test_commands_that_print_what_agents_wrote_take_no_workflow_command(tmp_path
     done = proctor("show", "t_1", "--json", store=store_path, env=env)
     assert json.loads(done.stdout)["id"] == "t_1"
     assert done.stderr.startswith("::stop-commands::")
+
+
+def test_json_of_stored_agent_text_takes_no_command_in_the_runners_order(tmp_path):
+    """`show --json` and `search --json` on a pipe, stdout block-buffered as on a runner (no
+    PYTHONUNBUFFERED), both streams in one log: the JSON's `##[` never reads as a command,
+    wherever it lands against the guard lines on stderr; the JSON is the same JSON."""
+    import subprocess
+    import sys
+
+    from engine.store import Store
+    from tests.engine.test_search import record
+
+    store_path = tmp_path / "proctor.db"
+    trial = record("t_1", word="wombat")
+    trial = trial.model_copy(update={"failure": trial.failure.model_copy(update={"reason": "wombat " + HOSTILE})})
+    with Store(store_path) as store:
+        store.save_trial(trial).result()
+    env = {k: v for k, v in cli_env(**GITHUB).items() if k != "PYTHONUNBUFFERED"}
+    for args in (["show", "t_1", "--json"], ["search", "wombat", "--json"]):
+        merged = subprocess.run([sys.executable, "-m", "engine.cli", *args, "--store", str(store_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=tmp_path, timeout=120)
+        assert merged.returncode == 0 and workflow_commands(merged.stdout) == [], args
+        alone = subprocess.run([sys.executable, "-m", "engine.cli", *args, "--store", str(store_path)],
+                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert "##[add-mask]v1" in json.dumps(json.loads(alone.stdout)), args  # the same text, decoded
+        assert "##[" not in alone.stdout
