@@ -283,6 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      retry_void=args.retry_void, link=reports.link)
     store = _open_store(args)
     stop = _StopSignals()
+    started: list[str] = []  # the batch's id once it is stored
     try:
         store.check_writable()  # at once, not after the batch: nothing could be saved
         if config.cluster is not None:  # before the batch is stored: an unreachable cluster runs nothing
@@ -296,7 +297,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             if swept.trials and not args.json:
                 print(f"closed {len(swept.trials)} trials left running by a stopped engine", file=sys.stderr)
             with reports.guarded():  # under GitHub Actions: agents' words are never commands
-                summary = _run_batch(engine, plan, args, stop)
+                summary = _run_batch(engine, plan, args, stop, started)
+    except Exception:
+        # The engine failed mid-batch (Docker went away): the store still says what ran, and CI
+        # still gets its report of that; the error is what the run says and exits with.
+        if started and (ended := _stored_batch(store, started[0])) is not None:
+            _write_reports(reports, ended)
+        raise
     finally:
         store.close()
     with reports.guarded():
@@ -304,20 +311,36 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(reports.json_text(summary))
         else:
             _print_grid(summary)
-    try:
-        reports.write(summary)  # also when interrupted: the trials that ended
-    except ReportError as e:
-        if not stop.received:
-            raise
-        _say(f"proctor: {_one_line(e)}")  # and still 130
+    reported = _write_reports(reports, summary)  # also when interrupted: the trials that ended
     if stop.received:
         return EXIT_INTERRUPTED
-    if args.min_pass_rate is not None:
-        return pass_rate_status(summary, args.min_pass_rate)
-    return _exit_code(summary)
+    code = (pass_rate_status(summary, args.min_pass_rate) if args.min_pass_rate is not None
+            else _exit_code(summary))
+    # A report that could not be written is said above; the batch's own status stands, but a
+    # batch that passed does not exit 0 without the report CI asked for.
+    return EXIT_USAGE if not reported and code == EXIT_OK else code
 
 
-def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: _StopSignals) -> BatchSummary:
+def _stored_batch(store: Store, batch_id: str) -> BatchSummary | None:
+    try:
+        store.flush(timeout=30)
+        return store.batch_summary(batch_id)
+    except StoreError:
+        return None
+
+
+def _write_reports(reports: CiReports, summary: BatchSummary) -> bool:
+    """Write the CI reports; False (said in one line) when one could not be written."""
+    try:
+        reports.write(summary)
+        return True
+    except ReportError as e:
+        _say(f"proctor: {_one_line(e)}")
+        return False
+
+
+def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: _StopSignals,
+               started: list[str]) -> BatchSummary:
     """Run the batch and wait; a stop signal cancels it, and the batch still closes."""
     printer = _Printer(verbose=args.verbose, quiet=args.json)
     # While the batch runs a signal is only noted, and acted on here: a KeyboardInterrupt
@@ -325,6 +348,7 @@ def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: 
     # One noted during planning starts the batch cancelled, so no trial starts.
     with stop.held():
         handle = engine.start_batch(plan, printer, stopped=lambda: stop.received is not None)
+        started.append(handle.batch_id)
         said = False
         while True:
             if stop.received and not said:

@@ -3,7 +3,9 @@
 The rate is passes / (passes + fails) over every run's trials, each by its last attempt;
 void (infra_error) and skipped trials never count. At R or above: 0, below: 1. With no
 scored trial there is no rate to hold against R: 3 when a trial was void (the engine could
-not give the agent a fair try), else 0. The rate and R are compared exactly (R is read as
+not give the agent a fair try), else 0. A batch the engine could not finish (status
+`failed`: the store or a Docker host went away) is 3 whatever its rate: the trials it never
+ran would otherwise count as if they were not asked for. The rate and R are compared exactly (R is read as
 a decimal fraction), so 4 passes of 5 meet 0.8.
 """
 
@@ -32,6 +34,8 @@ def parse_rate(text: str) -> Fraction:
 
 def pass_rate_status(summary: BatchSummary, least: Fraction | float) -> int:
     """The exit status of a batch under `--min-pass-rate least` (see the module's rule)."""
+    if summary.status == "failed":
+        return EXIT_INFRA
     outcomes = [t.outcome for run in summary.runs for t in last_attempts(run)]
     passed, failed = outcomes.count("pass"), outcomes.count("fail")
     if passed + failed == 0:

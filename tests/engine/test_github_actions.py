@@ -373,3 +373,26 @@ def test_json_of_stored_agent_text_takes_no_command_in_the_runners_order(tmp_pat
                                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         assert "##[add-mask]v1" in json.dumps(json.loads(alone.stdout)), args  # the same text, decoded
         assert "##[" not in alone.stdout
+
+
+def test_a_summary_that_cannot_be_written_keeps_the_batchs_exit_status(docker_client, tmp_path):
+    """$GITHUB_STEP_SUMMARY is a folder: one line says so; a failing batch still exits 1, and
+    a passing one exits 2, not 0, since the report CI asked for is missing."""
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation, git
+
+        @evaluation(workspace=git(init=True))
+        def passes(c):
+            c.send("x")
+            c.exec("true").to_succeed()
+
+        @evaluation(workspace=git(init=True))
+        def fails(c):
+            c.send("x")
+            c.exec("false").to_succeed()
+    """)
+    env = cli_env(**GITHUB, GITHUB_STEP_SUMMARY=str(tmp_path))
+    for case, status in (("fails", 1), ("passes", 2)):
+        done = proctor("run", path, "--case", case, store=tmp_path / "p.db", env=env)
+        said = [line for line in done.stderr.splitlines() if line.startswith("proctor:")]
+        assert done.returncode == status and len(said) == 1, (case, done.stdout, done.stderr)

@@ -215,3 +215,22 @@ def test_a_report_path_that_is_a_folder_is_refused_in_one_sentence(tmp_path):
     with pytest.raises(ReportError, match="is a folder; name a file such as report.xml"):
         check_writable(tmp_path)
     check_writable(tmp_path / "new.xml")  # a new file in a folder that exists: fine
+
+
+def test_a_batch_the_engine_could_not_finish_still_writes_its_report(docker_client, tmp_path, schema):
+    """A Docker host of [[hosts]] is gone: the batch ends with an engine error (exit 3, one
+    line), and the report still says what ran: one void trial."""
+    path = write_suite(tmp_path / "suite", """
+        from engine import evaluation, git
+
+        @evaluation(workspace=git(init=True))
+        def one(c):
+            c.send("x")
+    """, toml=suite_toml({"scripted": "true"}) + f'\n[[hosts]]\nurl = "unix://{tmp_path}/no-such-docker.sock"\n')
+    report = tmp_path / "report.xml"
+    done = proctor("run", path, "--junit", report, store=tmp_path / "p.db")
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert [line for line in done.stderr.splitlines() if line.startswith("proctor:")][-1].count("not reachable")
+    schema.validate(str(report))
+    [suite] = JUnitXml.fromfile(str(report))
+    assert (suite.tests, suite.errors, suite.failures) == (1, 1, 0)

@@ -53,6 +53,13 @@ def test_the_exit_status_by_pass_rate(runs, least, status):
     assert pass_rate_status(batch(*runs), parse_rate(least)) == status
 
 
+def test_a_batch_the_engine_could_not_finish_is_infra_whatever_its_rate():
+    """One pass, then the store failed and the rest were skipped: not a 100 % pass rate."""
+    failed = batch(["pass", "skipped", "skipped"]).model_copy(update={"status": "failed"})
+    assert pass_rate_status(failed, Fraction(1)) == 3
+    assert pass_rate_status(failed.model_copy(update={"status": "finished"}), Fraction(1)) == 0
+
+
 def test_a_float_rate_is_taken_as_written():
     assert pass_rate_status(batch(["pass"] * 4 + ["fail"]), 0.8) == 0  # Fraction(0.8) > 4/5
     assert pass_rate_status(batch(["pass"] * 4 + ["fail"]), 0.81) == 1
