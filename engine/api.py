@@ -75,13 +75,16 @@ def run_batch(paths: str | Path | Sequence[str | Path], *,
 
 
 def _names(given: Sequence[str] | None, what: str) -> list[str] | None:
-    """Ids or names as a list; a bare string is one name, not its characters."""
+    """Ids or names as a list; a bare string is one name, not its characters. An empty list
+    is a mistake, not "all": a filter that came out empty must not run everything."""
     if given is None:
         return None
     names = [given] if isinstance(given, str) else list(given)
     if not all(isinstance(n, str) for n in names):
         raise ValueError(f"{what} must be names (strings), not {names!r:.80}")
-    return names or None
+    if not names:
+        raise ValueError(f"{what} is empty: name at least one, or pass None for all")
+    return names
 
 
 def _bounded(value: int | None, what: str, most: int) -> int | None:

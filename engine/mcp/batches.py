@@ -22,6 +22,7 @@ from ..store import Store
 from ..store.browse import locate
 
 MAX_RUNNING = 4  # batches one server runs at once: an agent's loop must not fill the machine
+KEEP_ENDED = 20  # ended batches whose handles (plans, summary, error) are kept; older ones read the store
 CLOSE_S = 60.0  # at exit, how long running batches get to close their records
 
 
@@ -61,6 +62,9 @@ class Batches:
                 engine.check_images(plan)
             handle = engine.start_batch(plan)
             self._handles[handle.batch_id] = handle
+            ended = [batch_id for batch_id, h in self._handles.items() if h.done]
+            for batch_id in ended[:max(0, len(ended) - KEEP_ENDED)]:  # a long session's memory
+                del self._handles[batch_id]
         # Store writes are queued: committed now, the batch id the caller gets is in the store
         # for every tool (wait_batch, list_batches) at once.
         self.store.flush()
@@ -74,14 +78,18 @@ class Batches:
         return found.batch_id
 
     def ended(self, batch_id: str) -> bool:
-        """Whether the batch has ended; one this server ran that ended by an error (Docker
-        went away) raises it."""
+        """Whether the batch has ended (normally, or by an engine error: `error` says)."""
         handle = self._handles.get(batch_id)
         if handle is None:
             return self.summary(batch_id).status != "running"
-        if handle.done and handle.error is not None:
-            raise handle.error
         return handle.done
+
+    def error(self, batch_id: str) -> str | None:
+        """Why the engine ended a batch this server ran, if it ended by an error."""
+        handle = self._handles.get(batch_id)
+        if handle is None or not handle.done or handle.error is None:
+            return None
+        return " ".join(str(handle.error).split())[:1_000] or type(handle.error).__name__
 
     def summary(self, batch_id: str) -> BatchSummary:
         """The batch as the store has it now."""

@@ -135,10 +135,11 @@ class ProctorServer:
         self.batches = batches or Batches(store)
         self.mcp = MCPServer(name="proctor", version=_version(), instructions=INSTRUCTIONS,
                              log_level="WARNING")
-        # Hints for a client deciding what to ask its user about: reading the store and listing
-        # cases (the eval files' declarations) change nothing; a run starts sandboxes.
+        # Hints for a client deciding what to ask its user about: reading the store changes
+        # nothing; a run starts sandboxes; listing cases loads the eval files, which are Python
+        # run on this host, so it is no read-only tool a client may approve unasked.
         reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-        for tool, hints in ((self.list_cases, ToolAnnotations(read_only_hint=True)),
+        for tool, hints in ((self.list_cases, ToolAnnotations(read_only_hint=False, destructive_hint=False)),
                             (self.run_cases, ToolAnnotations(read_only_hint=False, destructive_hint=False)),
                             (self.wait_batch, reads), (self.list_batches, reads), (self.show_trial, reads),
                             (self.search, reads), (self.failure_groups, reads)):
@@ -181,9 +182,9 @@ class ProctorServer:
         self,
         paths: Annotated[list[str], Field(min_length=1, max_length=100,
                                           description="eval files or folders inside the server's folder")],
-        cases: Annotated[list[str] | None, Field(max_length=1_000,
+        cases: Annotated[list[str] | None, Field(min_length=1, max_length=1_000,
                                                  description="only these case ids (default: all)")] = None,
-        variants: Annotated[list[str] | None, Field(max_length=100,
+        variants: Annotated[list[str] | None, Field(min_length=1, max_length=100,
                                                     description="only these variants (default: all)")] = None,
         trials: Annotated[int | None, Field(ge=1, le=MAX_TRIALS,
                                             description="trials per run (default: the eval file's)")] = None,
@@ -218,7 +219,9 @@ class ProctorServer:
             if anyio.current_time() >= deadline:
                 break
             await anyio.sleep(min(POLL_S, max(deadline - anyio.current_time(), 0)))
-        return batch_view(await anyio.to_thread.run_sync(self.batches.summary, full))
+        view = batch_view(await anyio.to_thread.run_sync(self.batches.summary, full))
+        view.error = self.batches.error(full)
+        return view
 
     def list_batches(self, limit: Annotated[int, Field(ge=1, le=50)] = 10) -> BatchList:
         """The newest batches in the store, as `proctor ls --json` lists them."""

@@ -24,6 +24,7 @@ TEXT_CHARS = 1_000  # a prompt, a final message, a failure reason
 EVIDENCE_CHARS = 1_000  # one evidence value, in the trial's overview
 CHECK_BYTES = 8_000  # one check with its evidence, in the overview
 CHECKS_BYTES = 40_000  # every check with its evidence, in the overview
+NAMES_BYTES = 12_000  # beyond that, checks listed without their evidence (then none)
 CHECKS_SHOWN = 200  # checks listed in the overview (the rest by `check=`)
 TURNS_BYTES = 20_000  # every turn's prompt, final message and files changed, in the overview
 FILES_SHOWN = 20  # files changed, of one turn
@@ -69,9 +70,11 @@ def cut_value(value: Any, chars: int, depth: int = 0) -> tuple[Any, bool]:
 
 class BatchView(BatchSummary):
     """A batch as `proctor run --json` prints it, and `cut`: what was left out to keep the
-    reply bounded (a run's trial list past its first trials; its distribution counts all)."""
+    reply bounded (a run's trial list past its first trials; its distribution counts all);
+    `error`: why the engine ended a batch this server ran before its trials did (Docker gone)."""
 
     cut: str | None = None
+    error: str | None = None
 
 
 def batch_view(summary: BatchSummary, budget: int = REPLY_BYTES) -> BatchView:
@@ -267,19 +270,23 @@ def _checks(record: TrialRecord, cut: list[str]) -> list[CheckView]:
     views: list[CheckView] = []
     used = 0
     left_out = []
-    for index in range(min(len(record.validations), CHECKS_SHOWN)):
+    listed = min(len(record.validations), CHECKS_SHOWN)
+    for index in range(listed):
         view = _check(record, index, EVIDENCE_CHARS, CHECK_BYTES)
         if view.evidence is None or used + size(view) > CHECKS_BYTES:
             left_out.append(index)
             view = view.model_copy(update={"evidence": None, "evidence_cut": True})
+        if used + size(view) > CHECKS_BYTES + NAMES_BYTES:  # long names, evidence gone: list no more
+            listed = index
+            break
         used += size(view)
         views.append(view)
     if any(v.evidence_cut for v in views):
         where = f" (of checks {left_out[0]}…{left_out[-1]} all of it)" if left_out else ""
         cut.append(f"validations: long evidence values cut{where}; "
                    "show_trial(trial_id, check=N) shows check N's evidence whole")
-    if len(record.validations) > CHECKS_SHOWN:
-        cut.append(f"validations: the first {CHECKS_SHOWN} of {len(record.validations)}; "
+    if len(record.validations) > listed:
+        cut.append(f"validations: the first {listed} of {len(record.validations)}; "
                    "show_trial(trial_id, check=N) shows any one")
     return views
 

@@ -79,7 +79,10 @@ def test_run_batch_is_the_public_api():
     ({"variants": ["nope"]}, EvalFileError, "no variant named nope"),
     ({"cases": [1]}, ValueError, "cases must be names"),
     ({"config": "missing.toml"}, EvalFileError, "no such config file"),
-], ids=["trials-zero", "trials-bool", "concurrency", "case", "variant", "case-type", "config"])
+    ({"cases": []}, ValueError, "cases is empty"),  # a filter that came out empty runs nothing
+    ({"variants": ()}, ValueError, "variants is empty"),
+], ids=["trials-zero", "trials-bool", "concurrency", "case", "variant", "case-type", "config",
+        "cases-empty", "variants-empty"])
 def test_mistakes_raise_before_anything_runs(suite_dir, tmp_path, options, error, words):
     store = tmp_path / "proctor.db"
     with pytest.raises(error, match=None) as raised:

@@ -211,6 +211,40 @@ def test_paths_outside_the_folder_are_refused_and_never_loaded(tmp_path):
     assert not (outside / "was-loaded").exists()
 
 
+def test_an_empty_selection_is_refused_not_taken_as_every_case(tmp_path):
+    """cases=[] (a filter that came out empty) must not run every case under every variant;
+    and list_cases, which runs the eval files' Python, is not offered as a read-only tool."""
+    folder = tmp_path / "evals"
+    folder.mkdir()
+    (folder / "good.eval.py").write_text(EVAL.format(name="good"))
+
+    async def session_test() -> None:
+        async with served(folder, tmp_path / "proctor.db", tmp_path / "stderr.txt") as session:
+            for arguments in ({"cases": []}, {"variants": []}):
+                text = await refused(session, "run_cases", paths=["good.eval.py"], **arguments)
+                assert "at least 1" in text or "too_short" in text, (arguments, text)
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert tools["list_cases"].annotations.read_only_hint is False
+
+    run_async(session_test)
+    assert Store(tmp_path / "proctor.db").list_batches() == []
+
+
+def test_an_overview_of_many_long_named_checks_stays_within_a_reply():
+    """200 checks named by 2,000-character commands: the overview lists what fits and says
+    how to read the rest, instead of a reply of 230 KB (found by a review)."""
+    from engine.mcp.views import size, trial_head
+
+    checks = [Validation(kind="command", name=f"python3 - <<'EOF' {i} " + "x" * 2000, status="failed",
+                         evidence={"exit_code": 1}) for i in range(200)]
+    record = TrialRecord(id="t_1", batch_id="b_1", run_id="r_1", case_id="c", variant="v", trial=1,
+                         trigger="mcp", outcome="fail", started_at="2026-12-01T10:00:00Z",
+                         failure=Failure(kind="assertion", reason="check 1 failed"), validations=checks)
+    view = trial_head(record)
+    assert size(view) <= REPLY_BYTES * 2 // 3 and 0 < len(view.validations) < 200
+    assert any("show_trial(trial_id, check=N)" in c and "of 200" in c for c in view.cut)
+
+
 def test_a_broken_eval_file_is_a_tool_error_and_the_server_goes_on(tmp_path):
     folder = tmp_path / "evals"
     folder.mkdir()
@@ -457,3 +491,17 @@ def test_docker_down_is_a_tool_error_of_one_line(tmp_path):
             assert (await call(session, "list_batches"))["batches"] == []  # nothing was stored
 
     run_async(session_test)
+
+
+def test_a_batch_ended_by_an_engine_error_is_ended_and_says_why(tmp_path):
+    """wait_batch on a batch Docker's loss ended: it has ended (the agent can read it), and
+    `error` says why, instead of the error raised again at every call."""
+    from types import SimpleNamespace
+
+    from engine.mcp.batches import Batches
+
+    batches = Batches(Store(tmp_path / "proctor.db"))
+    batches._handles["b_1"] = SimpleNamespace(done=True, error=RuntimeError("Docker went\naway"))
+    batches._handles["b_2"] = SimpleNamespace(done=False, error=None)
+    assert batches.ended("b_1") and batches.error("b_1") == "Docker went away"
+    assert not batches.ended("b_2") and batches.error("b_2") is None
