@@ -291,7 +291,12 @@ class ProctorServer:
     ) -> SearchReply:
         """Find text in every stored trial (trajectory, evidence, failure reasons, prompts),
         newest trials first: each hit's trial, where it is, and a snippet."""
-        return SearchReply(hits=self.store.search(query, limit=limit))
+        hits, unindexed = self.store.search(query, limit=limit), self.store.search_pending()
+        if unindexed:  # an older store, or a run stopped between a save and its indexing
+            self.store.start_indexing()
+        return SearchReply(hits=hits, unindexed=unindexed,
+                           cut=f"{unindexed:,} trials are not searchable yet: they are being "
+                               "indexed now, search again shortly" if unindexed else None)
 
     def failure_groups(self, batch_id: Annotated[str, Field(description="a batch id, or a unique "
                                                                         "start of one")]) -> GroupList:

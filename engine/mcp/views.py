@@ -311,6 +311,7 @@ class SearchReply(BaseModel):
     """Texts in stored trials that match the query, newest trials first."""
 
     hits: list[SearchHit]
+    unindexed: int = 0  # finished trials search cannot find yet (being indexed now)
     cut: str | None = None
 
 

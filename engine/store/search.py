@@ -50,6 +50,9 @@ _RANK = {"evidence": 0, "item": 1, "prompt": 2, "reason": 3}
 _WHERE_OF_RANK = {rank: where for where, rank in _RANK.items()}
 _CODE = {name: code for code, name in enumerate(FIELDS)}
 _MAX_POSITION = (1 << 26) - 1
+# search_trial.seq (a rowid's top 31 bits): saved trials count up from here, trials caught up
+# on (indexer.py) count down from it, so `ORDER BY rowid DESC` lists the newest first either way.
+LIVE_SEQ = 1 << 30
 _TOKEN = re.compile(r"[^\W_]+")  # unicode61's token characters: letters and digits
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -309,22 +312,26 @@ def _loads(data: Any) -> Any:
 # -- keeping the index current (called inside the store writer's transactions) -------
 
 def create_index(conn: Connection) -> None:
-    """The index's tables, empty (dropping any left from before)."""
+    """The index's tables, empty (dropping any left from before); trials indexed as they are
+    saved get sequences above LIVE_SEQ, those caught up on below it."""
     conn.exec_driver_sql("DROP TABLE IF EXISTS search_index")
     conn.exec_driver_sql("DROP TABLE IF EXISTS search_trial")
     for ddl in _DDL:
         conn.exec_driver_sql(ddl)
+    conn.exec_driver_sql("DELETE FROM sqlite_sequence WHERE name = 'search_trial'")
+    conn.exec_driver_sql("INSERT INTO sqlite_sequence (name, seq) VALUES ('search_trial', ?)", (LIVE_SEQ,))
 
 
 def index_trial(conn: Connection, trial_id: str, columns: dict[str, Any], record_json: str,
-                items: list[tuple[int, str]]) -> None:
+                items: list[tuple[int, str]], seq: int | None = None) -> None:
     """Index a trial that is not in the index: `columns` its trial row's batch_id, case_id,
     variant, outcome and failure_reason; `record_json` its record column; `items`
-    (position, JSON) of its trajectory items, as stored."""
+    (position, JSON) of its trajectory items, as stored; `seq` its sequence (default: after
+    every other, the newest)."""
     facet = _trial_facet(columns["batch_id"], columns["case_id"], columns["variant"],
                          columns.get("outcome"))
-    seq = conn.exec_driver_sql("INSERT INTO search_trial (trial_id, facet) VALUES (?, ?)",
-                               (trial_id, facet)).lastrowid
+    seq = conn.exec_driver_sql("INSERT INTO search_trial (seq, trial_id, facet) VALUES (?, ?, ?)",
+                               (seq, trial_id, facet)).lastrowid
     rows = _rows(seq, facet, _docs(_loads(record_json), columns.get("failure_reason"), items))
     if rows:
         conn.exec_driver_sql(_INSERT, rows)
@@ -368,27 +375,37 @@ def reindex_trials(conn: Connection, trial_ids: Iterable[str]) -> None:
         index_stored(conn, trial_id)
 
 
-def index_stored(conn: Connection, trial_id: str) -> bool:
+def index_stored(conn: Connection, trial_id: str, older: bool = False) -> bool:
     """Index a finished trial from its stored rows unless it is indexed already; False when
-    there was nothing to do (indexed, not finished, or gone)."""
+    there was nothing to do (indexed, not finished, or gone). `older`: a trial caught up on
+    (indexer.py), given a sequence below every other so hits stay newest first."""
     if conn.exec_driver_sql("SELECT 1 FROM search_trial WHERE trial_id = ?", (trial_id,)).fetchone():
         return False
     stored = _stored(conn, trial_id)
     if stored is None or stored[0]["status"] != "done":
         return False
-    index_trial(conn, trial_id, *stored)
+    index_trial(conn, trial_id, *stored, seq=_older_seq(conn) if older else None)
     return True
+
+
+def _older_seq(conn: Connection) -> int | None:
+    """A sequence below every one in use, from the room below LIVE_SEQ; None when there is
+    none (an index made before that room was kept): the trial is then listed as the newest."""
+    least = conn.exec_driver_sql("SELECT min(seq) FROM search_trial").scalar_one()
+    seq = LIVE_SEQ if least is None else min(least, LIVE_SEQ + 1) - 1
+    return seq if seq > 0 else None
 
 
 _MISSING = ("FROM trial t WHERE t.status = 'done' "
             "AND NOT EXISTS (SELECT 1 FROM search_trial s WHERE s.trial_id = t.id)")
 
 
-def missing(conn: Connection) -> list[str]:
-    """The finished trials the index does not hold, in the order they started (a store from
-    before the index, or a process that stopped between a save and its indexing)."""
+def missing(conn: Connection, newest_first: bool = False) -> list[str]:
+    """The finished trials the index does not hold (a store from before the index, or a
+    process that stopped between a save and its indexing), in the order they started."""
+    order = "DESC" if newest_first else "ASC"
     return [row[0] for row in conn.exec_driver_sql(
-        f"SELECT t.id {_MISSING} ORDER BY t.started_at, t.rowid").fetchall()]
+        f"SELECT t.id {_MISSING} ORDER BY t.started_at {order}, t.rowid {order}").fetchall()]
 
 
 def pending(conn: Connection) -> int:

@@ -516,8 +516,6 @@ class Store:
         self._writer = Writer(self._write_engine, on_error=self._failed,
                               describe=lambda exc: write_error(self.path, exc))
         self._indexer = Indexer(self._writer)
-        self._saves = 0  # saves and imports submitted, whose trials are indexed after their commit
-        self._searched_after = 0  # `_saves` when search last flushed the writer
 
     def _check(self, conn: Connection) -> int | None:
         """The schema version of the store in the file, None for an empty file; raise
@@ -738,7 +736,6 @@ class Store:
             _put_parts(conn, record.id, parts)
             self._indexer.add([record.id])
 
-        self._saves += 1
         done = self._writer.submit(write)
         if done is None:
             raise StoreError(f"the store {self.path} is closed")
@@ -813,7 +810,6 @@ class Store:
                               if getattr(getattr(statement, "table", None), "name", None) == "trial"
                               for row in rows)
 
-        self._saves += 1
         done = self._writer.submit(write)
         if done is None:
             raise StoreError(f"the store {self.path} is closed")
@@ -865,17 +861,20 @@ class Store:
 
     def index_for_search(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Index every finished trial search cannot find yet, and wait; `progress(done, total)`
-        is called about twice a second."""
+        is called about twice a second. StoreError when the index cannot be written (a full
+        disk, a read-only store): what was indexed stays."""
         total = self.search_pending()
         if not total:
             return
         self._indexer.catch_up()
         while self._indexer.busy:
-            self._raise_writer_error()
             if progress is not None:
                 progress(max(0, total - self.search_pending()), total)
             time.sleep(0.5)
         self.flush()
+        if self._indexer.error is not None:
+            raise write_error(self.path, self._indexer.error) if not isinstance(
+                self._indexer.error, StoreError) else self._indexer.error
         if progress is not None:
             progress(total - self.search_pending(), total)
 
@@ -884,10 +883,10 @@ class Store:
         """A page of the texts that match `query` (search.py's language), newest trials first
         (the last saved first); raises search.QueryError for a query that cannot be run.
         What this process saved is found: its indexing is waited for."""
-        saves = self._saves
-        if saves != self._searched_after:
+        if self._writer.started:  # what this process saved is indexed after its commit: wait
             self._writer.flush()
-            self._searched_after = saves
+            while self._indexer.owes:  # a big import is indexed a step at a time
+                self._writer.flush()
         with self._read() as conn:
             return _search.search(conn, query, limit=limit, offset=offset, batch_id=batch_id)
 

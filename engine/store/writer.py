@@ -5,9 +5,12 @@ keeps trial threads from contending for the lock, and batching turns
 thousands of events into a single executemany and a single fsync.
 
 A write that must be known to be stored (a trial's record) is submitted with a
-future that resolves at its commit. Work that may lag (the search index) is queued
-with `later`: it runs in a transaction of its own after the writes taken with it,
-so it never delays their commit, and before the flushes queued after it. Another process holding the lock only
+future that resolves at its commit. Work that may lag (the search index) runs in a
+transaction of its own after the writes taken with it, so it never delays their
+commit: `after_commit`, asked for inside a write, runs right after that write's
+commit and before any flush taken with it; `later` is queued like a write. Their
+failures go to their own `on_error`, not to the writer's listeners: an index that
+cannot be written must not stop a batch whose records are stored. Another process holding the lock only
 delays writes (up to `BUSY_PATIENCE_S`); any other failure is reported at once
 to the `on_error` callback, so a batch can stop instead of running on unrecorded.
 """
@@ -50,9 +53,10 @@ class _Tracked:
 
 @dataclass(frozen=True, slots=True)
 class _Later:
-    """A write that runs alone, after the others taken with it (`Writer.later`)."""
+    """A write that runs alone, after the others taken with it (`later`, `after_commit`)."""
 
     write: Write
+    on_error: ErrorCallback | None = None
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -76,6 +80,7 @@ class Writer:
         self._patience_s = patience_s
         self._lock = threading.Lock()  # guards _closed against a put racing close()
         self._closed = False
+        self._after: list[_Later] = []  # after_commit's, for the transaction being written
         # Started by the first write, so a store opened only to read (`ls`, `show`) costs no thread.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         # A daemon thread dies with the interpreter: a forgotten close() must lose nothing.
@@ -96,10 +101,22 @@ class Writer:
         tracked = _Tracked(write, Future())
         return tracked.done if self.put(tracked) else None  # type: ignore[arg-type]
 
-    def later(self, write: Write) -> bool:
+    def later(self, write: Write, on_error: ErrorCallback | None = None) -> bool:
         """Queue a write to run in its own transaction once those queued with it are committed;
-        its failure is reported like any other. False when the writer is closed."""
-        return self.put(_Later(write))  # type: ignore[arg-type]
+        its failure goes to `on_error` (else it is reported like any other). False when the
+        writer is closed."""
+        return self.put(_Later(write, on_error))  # type: ignore[arg-type]
+
+    def after_commit(self, write: Write, on_error: ErrorCallback | None = None) -> None:
+        """Inside a write (on the writer's thread): run `write` in a transaction of its own
+        right after the one being written commits, before the flushes taken with it are set;
+        also when the writer is closing."""
+        self._after.append(_Later(write, on_error))
+
+    @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._closed
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued before this call is committed; False on timeout."""
@@ -143,14 +160,30 @@ class Writer:
             events = [i for i in items if isinstance(i, dict)]
             if writes or events:
                 self._commit(writes, events)
+            while self._after:  # what the writes asked for; it may ask for more
+                after, self._after = self._after, []
+                for later in after:
+                    self._alone(later)
             for item in items:
                 if isinstance(item, _Later):
-                    self._commit([item.write], [])
+                    self._alone(item)
             for item in items:
                 if isinstance(item, threading.Event):
                     item.set()
             if any(item is _STOP for item in items):
                 return
+
+    def _alone(self, later: _Later) -> None:
+        error = self._attempt([later.write], [])
+        if error is None:
+            return
+        if later.on_error is None:
+            self._report(error, keep=True)
+            return
+        try:
+            later.on_error(error)
+        except Exception:  # a callback's bug must not stop the writer
+            pass
 
     def _commit(self, writes: list[Write | _Tracked], events: list[EventValues]) -> None:
         error = self._attempt(writes, events)

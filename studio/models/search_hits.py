@@ -23,6 +23,16 @@ HitRole = Qt.ItemDataRole.UserRole + 1  # the SearchHit itself
 Index = QModelIndex | QPersistentModelIndex
 
 
+def _search(store: Store, query: str, limit: int, offset: int) -> tuple[list[SearchHit], int]:
+    """Off the GUI thread: a page of hits, and how many finished trials search cannot find yet;
+    while there are some (a run killed between a save and its indexing, an older store), they
+    are indexed in the writer's spare time."""
+    hits, pending = store.search(query, limit=limit, offset=offset), store.search_pending()
+    if pending:
+        store.start_indexing()
+    return hits, pending
+
+
 class SearchHits(QAbstractListModel):
     """One query's hits, newest trials first; `more` while the store may hold further pages."""
 
@@ -65,8 +75,7 @@ class SearchHits(QAbstractListModel):
         self.busy = True
         self.changed.emit()
         # One more than a page: whether there is a next page, without counting every hit.
-        self._off_gui.run(lambda: (store.search(query, limit=page + 1, offset=offset),
-                                   store.search_pending()),
+        self._off_gui.run(lambda: _search(store, query, page + 1, offset),
                           lambda result: self._arrived(generation, result))
 
     def _arrived(self, generation: int, result: tuple[list[SearchHit], int] | Exception) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from engine.models import Failure, TrajectoryItem, TrialRecord, TurnRecord, Validation
 from engine.portable import Portable, PortableBatch, PortableRun
-from engine.store import Store
+from engine.store import Store, StoreError
 from engine.store.search import MAX_QUERY_CHARS, QueryError, parse_query
 
 
@@ -202,10 +202,10 @@ def test_a_save_is_committed_before_its_trial_is_indexed(store, monkeypatch):
     release, indexing = threading.Event(), threading.Event()
     index_stored = search.index_stored
 
-    def slow(conn, trial_id):
+    def slow(conn, trial_id, older=False):
         indexing.set()
         release.wait(30)
-        return index_stored(conn, trial_id)
+        return index_stored(conn, trial_id, older)
 
     monkeypatch.setattr(search, "index_stored", slow)
     try:
@@ -285,7 +285,7 @@ def test_proctor_search_that_cannot_index_still_searches_what_is_indexed(tmp_pat
         s.save_trial(record("t_new", word="numbat")).result()
         s.flush()
 
-    def full(conn, trial_id):
+    def full(conn, trial_id, older=False):
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(search, "index_stored", full)
@@ -293,3 +293,176 @@ def test_proctor_search_that_cannot_index_still_searches_what_is_indexed(tmp_pat
     assert code == 0 and "t_new" in out, (out, err)
     said = [line for line in err.splitlines() if line.startswith("proctor:")]
     assert len(said) == 1 and "disk is full" in said[0] and f"{done:,} trials are not indexed" in said[0]
+
+
+# -- the index kept current under concurrency and failure (issue 17's review) -------------
+
+def hold_writer(store: Store):
+    """Hold the writer's thread inside a write until the returned event is set."""
+    import threading
+
+    release, holding = threading.Event(), threading.Event()
+    store._writer.put(lambda conn: (holding.set(), release.wait(30)))
+    assert holding.wait(10)
+    return release
+
+
+def slowed(monkeypatch, seconds: float) -> None:
+    import time
+
+    from engine.store import search
+
+    index_stored = search.index_stored
+    monkeypatch.setattr(search, "index_stored", lambda conn, trial_id, older=False: (
+        time.sleep(seconds), index_stored(conn, trial_id, older))[1])
+
+
+def test_a_flush_taken_with_the_save_waits_for_its_indexing(store, monkeypatch):
+    """The writer takes the save and the flush (and search's flush) in one batch: the flush
+    must still be set after the trial is indexed."""
+    import threading
+
+    slowed(monkeypatch, 0.3)
+    release = hold_writer(store)
+    store.save_trial(record("t_1", word="bilby"))
+    hits: list = []
+    searcher = threading.Thread(target=lambda: hits.extend(store.search("bilby")))
+    searcher.start()
+    store_flushed = threading.Thread(target=store.flush)
+    store_flushed.start()
+    release.set()
+    searcher.join(30)
+    store_flushed.join(30)
+    assert [h.trial_id for h in hits][:1] == ["t_1"] and index_rows(store, "bilby") == 5
+
+
+def test_a_save_queued_with_close_is_indexed(tmp_path):
+    import threading
+
+    s = Store(tmp_path / "s.db")
+    release = hold_writer(s)
+    s.save_trial(record("t_1", word="bilby"))
+    closer = threading.Thread(target=s.close)
+    closer.start()
+    release.set()
+    closer.join(30)
+    with Store(tmp_path / "s.db") as again:
+        assert again.search_pending() == 0 and again.search("bilby")
+
+
+def test_a_search_racing_a_save_on_another_thread_still_finds_it_after(store, monkeypatch):
+    """A search between a save's start and its submit must not make later searches skip
+    waiting for the save's indexing."""
+    import threading
+
+    submit = store._writer.submit
+    entered, go = threading.Event(), threading.Event()
+
+    def slow_submit(write):
+        entered.set()
+        go.wait(10)
+        return submit(write)
+
+    monkeypatch.setattr(store._writer, "submit", slow_submit)
+    slowed(monkeypatch, 0.3)
+    saver = threading.Thread(target=lambda: store.save_trial(record("t_1", word="bilby")).result())
+    saver.start()
+    assert entered.wait(10)
+    assert store.search("bilby") == []  # not submitted yet
+    go.set()
+    saver.join(10)
+    assert [h.trial_id for h in store.search("bilby")][:1] == ["t_1"]
+
+
+def test_a_full_disk_in_a_step_loses_none_of_its_trials(store, monkeypatch):
+    """The step's transaction is lost with t_1's index too: its trials go again with the next
+    save, and the error is the index's, not the writer's (a batch is not stopped by it)."""
+    from engine.store import search
+
+    index_stored = search.index_stored
+
+    def full_on_t2(conn, trial_id, older=False):
+        if trial_id == "t_2":
+            raise sqlite3.OperationalError("database or disk is full")
+        return index_stored(conn, trial_id, older)
+
+    monkeypatch.setattr(search, "index_stored", full_on_t2)
+    release = hold_writer(store)
+    saves = [store.save_trial(record(f"t_{i}", word=f"w{i}x")) for i in (1, 2, 3)]
+    release.set()
+    for saved in saves:
+        saved.result(10)
+    store.flush()  # no error: the records are stored
+    assert store._indexer.error is not None and store.search_pending() == 3
+    monkeypatch.setattr(search, "index_stored", index_stored)  # space is back
+    store.save_trial(record("t_4", word="w4x")).result()
+    assert {t for t in ("t_1", "t_2", "t_3", "t_4") if store.search(f"w{t[-1]}x")} == {"t_1", "t_2", "t_3", "t_4"}
+
+
+def test_hits_stay_newest_first_when_an_older_store_is_caught_up_after_a_run(tmp_path):
+    """Upgrade, `proctor run` (a new trial), then `proctor search` (the older ones indexed
+    last): the new trial is still listed first, and the older ones newest first."""
+    path = tmp_path / "s.db"
+    with Store(path) as s:
+        for n, day in enumerate(("2025-01-01", "2025-03-01", "2025-02-01")):
+            s.save_trial(record(f"t_old{n}", word="quoll", started_at=f"{day}T00:00:00.000Z")).result()
+    with sqlite3.connect(path) as conn:  # as schema 3 left it: no index
+        conn.execute("DROP TABLE search_index")
+        conn.execute("DROP TABLE search_trial")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with Store(path) as s:  # proctor run
+        s.save_trial(record("t_new", word="quoll", started_at="2026-11-30T00:00:00.000Z")).result()
+    with Store(path) as s:  # proctor search
+        s.index_for_search()
+        assert [h.trial_id for h in s.search("in:reason quoll")] == ["t_new", "t_old1", "t_old2", "t_old0"]
+
+
+def test_indexing_ends_on_a_closed_store_and_a_read_only_one_closes_quietly(tmp_path, monkeypatch):
+    import engine.store.store as store_module
+
+    path, done, word = unindexed_store(tmp_path, trials=60)
+    closed = Store(path)
+    closed.close()
+    closed.index_for_search()  # returns: nothing can be indexed
+    create = store_module.create_engine
+    monkeypatch.setattr(store_module, "create_engine",
+                        lambda url, **kw: create(f"sqlite:///file:{path}?mode=ro&uri=true", **kw))
+    read_only = Store(path)
+    read_only.start_indexing()  # the studio at open
+    assert read_only.search(word) == []
+    with pytest.raises(StoreError):
+        read_only.index_for_search()
+    read_only.close()  # no error: the records were never at stake
+
+
+def test_catching_up_lets_another_process_write_between_steps(tmp_path, monkeypatch):
+    """A studio catching up an older store pauses between steps: a CLI run's write in another
+    process waits about a step, not the whole catch-up (it waited 11 s before the pause)."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    path, done, word = unindexed_store(tmp_path, trials=300)
+    slowed(monkeypatch, 0.02)
+    with Store(path):
+        pass  # migrated
+    other = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from engine.store import Store
+        from engine.models import Note
+        s = Store(sys.argv[1])
+        time.sleep(1.0)  # the other store is catching up now
+        worst = 0.0
+        for i in range(5):
+            began = time.monotonic()
+            s.set_note(Note(target=f"x{i}", label="l", text="", updated_at="2026-01-01T00:00:00Z")).result()
+            worst = max(worst, time.monotonic() - began)
+        print(f"{worst:.2f}")
+        s.close()
+    """), str(path)], stdout=subprocess.PIPE, text=True)
+    with Store(path) as s:
+        s.start_indexing()
+        out, _ = other.communicate(timeout=120)
+        s.index_for_search()
+    assert float(out.strip()) < 1.5, out
