@@ -34,6 +34,7 @@ from .writer import Writer
 __all__ = ["Indexer", "STEP_S", "PAUSE_S"]
 
 STEP_S = 0.25  # the writer's time a step may take before other writes go (one big trial may take longer)
+WAITED_STEP_S = 1.0  # the same while someone waits for the whole catch-up (`proctor search`)
 PAUSE_S = 0.1  # between catch-up steps: another process's busy handler polls about this often
 
 
@@ -49,6 +50,7 @@ class Indexer:
         self._catching_up = False
         self._refused: set[str] = set()
         self._queued = False  # a step is queued (after a commit, or on the writer's queue)
+        self._step_s = STEP_S
         self.error: BaseException | None = None  # why the last step failed; None once one succeeds
 
     def add(self, trial_ids: Iterable[str]) -> None:
@@ -61,14 +63,24 @@ class Indexer:
             self._queued = True
         self._writer.after_commit(self.step, self._failed)
 
-    def catch_up(self) -> None:
-        """Start indexing, in the writer's spare time, every finished trial the index lacks."""
+    def catch_up(self, waited: bool = False) -> None:
+        """Start indexing, in the writer's spare time, every finished trial the index lacks;
+        `waited`: someone waits for all of it, so steps are longer (fewer commits and pauses)."""
         with self._lock:
             self._catching_up = True
+            self._step_s = WAITED_STEP_S if waited else STEP_S
             self.error = None
             if not self._backlog:  # read the store again: another process may have left some
                 self._backlog = None
         self._queue()
+
+    @property
+    def left(self) -> int | None:
+        """Trials known to be waiting for their index; None before the backlog is read."""
+        with self._lock:
+            if self._catching_up and self._backlog is None:
+                return None
+            return len(self._saved) + len(self._backlog or ())
 
     @property
     def owes(self) -> bool:
@@ -94,7 +106,7 @@ class Indexer:
             missing = deque(_search.missing(conn, newest_first=True))
             with self._lock:
                 self._backlog = missing
-        deadline = time.monotonic() + STEP_S
+        deadline = time.monotonic() + self._step_s
         taken: list[tuple[str, bool]] = []  # (trial, whether it was saved here), for a failure
         try:
             while time.monotonic() < deadline or not taken:

@@ -291,8 +291,11 @@ def _trial_facet(batch_id: str, case_id: str, variant: str, outcome: str | None)
 
 
 def _rows(seq: int, facet: str, docs: list[_Doc]) -> list[tuple[int, str, str]]:
-    return [(_rowid(seq, d), d.text, f"{facet} f{d.field}") for d in docs
-            if d.position <= _MAX_POSITION]
+    """The index rows of a trial's texts, in rowid order: FTS5 writes its pending terms out
+    as a new segment whenever a rowid is not above the last one written, so rows in any
+    other order (the reason, the highest, comes first) made a segment a row."""
+    return sorted((_rowid(seq, d), d.text, f"{facet} f{d.field}") for d in docs
+                  if d.position <= _MAX_POSITION)
 
 
 def _docs(record: Any, reason: str | None, items: list[tuple[int, str]]) -> list[_Doc]:

@@ -866,10 +866,11 @@ class Store:
         total = self.search_pending()
         if not total:
             return
-        self._indexer.catch_up()
+        self._indexer.catch_up(waited=True)
         while self._indexer.busy:
             if progress is not None:
-                progress(max(0, total - self.search_pending()), total)
+                left = self._indexer.left  # not a count over the store: that costs the indexing CPU
+                progress(0 if left is None else max(0, total - left), total)
             time.sleep(0.5)
         self.flush()
         if self._indexer.error is not None:
