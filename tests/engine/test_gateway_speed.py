@@ -142,8 +142,11 @@ class Echo(http.server.BaseHTTPRequestHandler):
     """Answers 3 MiB of random bytes with the Authorization value it got written in at ECHOES."""
     protocol_version = "HTTP/1.1"
 
+    connections = 0  # how many connections the upstream has accepted
+
     def setup(self) -> None:
         super().setup()
+        Echo.connections += 1
         # As real servers do: a head and body written apart would wait on Nagle and the
         # gateway's delayed ACK, 40 ms a request.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
