@@ -292,11 +292,14 @@ class ProctorServer:
         """Find text in every stored trial (trajectory, evidence, failure reasons, prompts),
         newest trials first: each hit's trial, where it is, and a snippet."""
         hits, unindexed = self.store.search(query, limit=limit), self.store.search_pending()
-        if unindexed:  # an older store, or a run stopped between a save and its indexing
-            self.store.start_indexing()
-        return SearchReply(hits=hits, unindexed=unindexed,
-                           cut=f"{unindexed:,} trials are not searchable yet: they are being "
-                               "indexed now, search again shortly" if unindexed else None)
+        if not unindexed:
+            return SearchReply(hits=hits)
+        self.store.start_indexing()  # an older store, or a run stopped between a save and its indexing
+        if (error := self.store.index_error) is not None:
+            cut = f"{unindexed:,} trials are not searchable: {error}"
+        else:
+            cut = f"{unindexed:,} trials are not searchable yet: they are being indexed now, search again shortly"
+        return SearchReply(hits=hits, unindexed=unindexed, cut=cut)
 
     def failure_groups(self, batch_id: Annotated[str, Field(description="a batch id, or a unique "
                                                                         "start of one")]) -> GroupList:

@@ -4,7 +4,8 @@ A saved trial is indexed right after its record is committed, in a transaction o
 its own (`Writer.after_commit`): a 100,000-item record's index takes seconds, and
 neither its save nor the events queued behind it should wait for that. The step
 runs before any flush taken with the save, so a process's search, which flushes
-first, finds what the process saved.
+first, finds what the process saved; a store being closed finishes what its
+process saved before the writer stops.
 
 A store from before the index (schema 3), or one whose process stopped between a
 save and its indexing, holds finished trials the index lacks; `catch_up` indexes
@@ -13,10 +14,14 @@ another process sharing the store gets the write lock. Each gets an index sequen
 below every other (search.index_stored's `older`), so hits stay newest first
 whatever order the trials were indexed in.
 
-A step's failure goes to `error`, not to the writer's listeners (the records are
-stored; only search lags), and the step's trials are put back for the next step. A
-trial the index refuses (a damaged index: search.guarded passes over it) is not tried
-again by this process, so a damaged index cannot keep the writer busy.
+At most one step is scheduled or running at a time, and at most one pause waits:
+asking again (every search asks) adds no work. A step's trials stay its own until
+the writer says its transaction committed; if it failed (a full disk, a read-only
+store) they are put back, the failure goes to `error`, not to the writer's
+listeners (the records are stored; only search lags), and indexing waits for the
+next save or catch_up. A trial the index refuses (a damaged index: search.guarded
+passes over it) is not tried again by this process, so a damaged index cannot keep
+the writer busy.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ __all__ = ["Indexer", "STEP_S", "PAUSE_S"]
 STEP_S = 0.25  # the writer's time a step may take before other writes go (one big trial may take longer)
 WAITED_STEP_S = 1.0  # the same while someone waits for the whole catch-up (`proctor search`)
 PAUSE_S = 0.1  # between catch-up steps: another process's busy handler polls about this often
+REREAD_S = 2.0  # catch_up reads the store for missing trials again at most this often, unwaited
 
 
 class Indexer:
@@ -48,20 +54,24 @@ class Indexer:
         self._saved: deque[str] = deque()  # trials saved by this process, not indexed yet
         self._backlog: deque[str] | None = None  # the missing ones, once catch_up was asked
         self._catching_up = False
+        self._read_at = -REREAD_S  # when the backlog was last read from the store
         self._refused: set[str] = set()
-        self._queued = False  # a step is queued (after a commit, or on the writer's queue)
+        self._taken: list[tuple[str, bool]] = []  # the running step's (trial, saved here)
+        self._scheduled = False  # a step is on the writer's queue, or running
+        self._pause: threading.Timer | None = None  # before the next catch-up step
         self._step_s = STEP_S
-        self.error: BaseException | None = None  # why the last step failed; None once one succeeds
+        self.error: BaseException | None = None  # why the last step failed; None once one commits
 
     def add(self, trial_ids: Iterable[str]) -> None:
         """Index these trials right after the write that saves them commits. Call it inside
         that write, on the writer's thread."""
         with self._lock:
             self._saved.extend(trial_ids)
-            if self._queued:
+            if self._scheduled:
                 return
-            self._queued = True
-        self._writer.after_commit(self.step, self._failed)
+            self._cancel_pause()  # saved trials go first, without waiting
+            self._scheduled = True
+            self._writer.after_commit(self._step, self._failed, self._committed)
 
     def catch_up(self, waited: bool = False) -> None:
         """Start indexing, in the writer's spare time, every finished trial the index lacks;
@@ -69,10 +79,14 @@ class Indexer:
         with self._lock:
             self._catching_up = True
             self._step_s = WAITED_STEP_S if waited else STEP_S
-            self.error = None
-            if not self._backlog:  # read the store again: another process may have left some
+            # Read the store again (another process may have left some), but not on every
+            # search: a trial the index refused stays missing, and the read takes the write lock.
+            if not self._backlog and (waited or time.monotonic() - self._read_at > REREAD_S):
                 self._backlog = None
-        self._queue()
+            elif not self._backlog:
+                return
+            if self._pause is None:  # else the pause's end goes on
+                self._schedule()
 
     @property
     def left(self) -> int | None:
@@ -80,87 +94,95 @@ class Indexer:
         with self._lock:
             if self._catching_up and self._backlog is None:
                 return None
-            return len(self._saved) + len(self._backlog or ())
+            return len(self._saved) + len(self._taken) + len(self._backlog or ())
 
     @property
     def owes(self) -> bool:
-        """Trials this process saved are not indexed yet (and no step has failed)."""
+        """Trials this process saved are not indexed yet, and a step for them is scheduled."""
         with self._lock:
-            return bool(self._saved) and self.error is None and not self._writer.closed
+            return bool(self._saved) and self._scheduled
 
     @property
     def busy(self) -> bool:
-        """More is to be indexed and will be: a step is queued or trials are left, and
-        neither has a step failed nor is the writer closed."""
+        """Indexing goes on: a step is scheduled or running, or a pause between steps waits.
+        It stops when all is indexed, when a step failed (`error`) and when the writer closes."""
         with self._lock:
-            left = self._queued or bool(self._saved or self._backlog) or (
-                self._catching_up and self._backlog is None)
-            return left and self.error is None and not self._writer.closed
+            return self._scheduled or self._pause is not None
 
-    def step(self, conn: Connection) -> None:
-        """Index for about STEP_S, what was saved first; queue the next step if more is left."""
+    def _step(self, conn: Connection) -> None:
+        """Index for about STEP_S, what was saved first (on the writer's thread)."""
         with self._lock:
-            self._queued = False
             load = self._catching_up and self._backlog is None
         if load:
-            missing = deque(_search.missing(conn, newest_first=True))
+            missing = _search.missing(conn, newest_first=True)
             with self._lock:
-                self._backlog = missing
+                self._backlog = deque(t for t in missing if t not in self._refused)
+                self._read_at = time.monotonic()
         deadline = time.monotonic() + self._step_s
-        taken: list[tuple[str, bool]] = []  # (trial, whether it was saved here), for a failure
-        try:
-            while time.monotonic() < deadline or not taken:
-                picked = self._next()
-                if picked is None:
-                    break
-                taken.append(picked)
-                trial_id, saved = picked
-                if trial_id not in self._refused and not self._index(conn, trial_id, older=not saved):
-                    self._refused.add(trial_id)
-        except BaseException:
-            self._put_back(taken)  # the transaction is lost: these go again in the next step
-            raise
-        with self._lock:
-            self.error = None
-            saved_left, backlog_left = bool(self._saved), bool(self._backlog)
-        if saved_left:
-            self._queue()
-        elif backlog_left:  # let another process's writes in between
-            timer = threading.Timer(PAUSE_S, self._queue)
-            timer.daemon = True
-            timer.start()
+        while time.monotonic() < deadline or not self._taken:
+            picked = self._next()
+            if picked is None:
+                break
+            trial_id, saved = picked
+            if trial_id not in self._refused and not self._index(conn, trial_id, older=not saved):
+                self._refused.add(trial_id)
 
     def _next(self) -> tuple[str, bool] | None:
         with self._lock:
             if self._saved:
-                return self._saved.popleft(), True
-            if self._backlog:
-                return self._backlog.popleft(), False
-            return None
+                picked = self._saved.popleft(), True
+            elif self._backlog:
+                picked = self._backlog.popleft(), False
+            else:
+                return None
+            self._taken.append(picked)
+            return picked
 
-    def _put_back(self, taken: list[tuple[str, bool]]) -> None:
+    def _committed(self) -> None:
+        """The step's transaction committed: go on, saved trials at once, the backlog after a
+        pause; once the writer is closing, only what this process saved."""
         with self._lock:
-            for trial_id, saved in reversed(taken):
+            self._taken.clear()
+            self.error = None
+            self._scheduled = False
+            if self._saved:
+                self._schedule()
+            elif (self._backlog or (self._catching_up and self._backlog is None)) \
+                    and not self._writer.closed:
+                self._pause = threading.Timer(PAUSE_S, self._resume)
+                self._pause.daemon = True
+                self._pause.start()
+
+    def _failed(self, error: BaseException) -> None:
+        """The step's transaction failed: its trials go back; indexing waits for a save or
+        catch_up to ask again."""
+        with self._lock:
+            for trial_id, saved in reversed(self._taken):
                 if saved:
                     self._saved.appendleft(trial_id)
                 elif self._backlog is not None:
                     self._backlog.appendleft(trial_id)
-
-    def _failed(self, error: BaseException) -> None:
-        """A step's transaction failed (a full disk, a read-only store): said in `error`; no
-        step is queued until the next save or catch_up."""
-        with self._lock:
+            self._taken.clear()
             self.error = error
-            self._queued = False
+            self._scheduled = False
 
-    def _queue(self) -> None:
+    def _resume(self) -> None:
+        """The pause's end, on its timer's thread."""
         with self._lock:
-            if self._queued:
-                return
-            self._queued = True
-        if not self._writer.later(self.step, self._failed):
-            with self._lock:
-                self._queued = False
+            if self._pause is threading.current_thread():  # else it was cancelled
+                self._pause = None
+                self._schedule()
+
+    def _cancel_pause(self) -> None:
+        if self._pause is not None:
+            self._pause.cancel()
+            self._pause = None
+
+    def _schedule(self) -> None:
+        """Queue a step unless one is scheduled (with the lock held: a save's `add` must
+        not see a step scheduled that the writer then refuses)."""
+        if not self._scheduled:
+            self._scheduled = self._writer.later(self._step, self._failed, self._committed)
 
     @staticmethod
     def _index(conn: Connection, trial_id: str, older: bool) -> bool:

@@ -859,6 +859,13 @@ class Store:
         """Index, in the writer's spare time, every finished trial search cannot find yet."""
         self._indexer.catch_up()
 
+    @property
+    def index_error(self) -> StoreError | None:
+        """Why the search index could not be written by its last step (a full disk, a read-only
+        store); None once a step commits. The records are stored either way."""
+        error = self._indexer.error
+        return None if error is None else write_error(self.path, error)
+
     def index_for_search(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Index every finished trial search cannot find yet, and wait; `progress(done, total)`
         is called about twice a second. StoreError when the index cannot be written (a full
@@ -873,9 +880,8 @@ class Store:
                 progress(0 if left is None else max(0, total - left), total)
             time.sleep(0.5)
         self.flush()
-        if self._indexer.error is not None:
-            raise write_error(self.path, self._indexer.error) if not isinstance(
-                self._indexer.error, StoreError) else self._indexer.error
+        if (error := self.index_error) is not None:
+            raise error
         if progress is not None:
             progress(total - self.search_pending(), total)
 

@@ -57,6 +57,7 @@ class _Later:
 
     write: Write
     on_error: ErrorCallback | None = None
+    on_commit: Callable[[], None] | None = None
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -101,17 +102,27 @@ class Writer:
         tracked = _Tracked(write, Future())
         return tracked.done if self.put(tracked) else None  # type: ignore[arg-type]
 
-    def later(self, write: Write, on_error: ErrorCallback | None = None) -> bool:
+    def later(self, write: Write, on_error: ErrorCallback | None = None,
+              on_commit: Callable[[], None] | None = None) -> bool:
         """Queue a write to run in its own transaction once those queued with it are committed;
-        its failure goes to `on_error` (else it is reported like any other). False when the
-        writer is closed."""
-        return self.put(_Later(write, on_error))  # type: ignore[arg-type]
+        its failure goes to `on_error` (else it is reported like any other), its commit to
+        `on_commit` (both on the writer's thread). False when the writer is closed, except
+        when asked on the writer's thread as it drains for close(): it then runs before the
+        writer stops, so work a write started is finished."""
+        later = _Later(write, on_error, on_commit)
+        with self._lock:
+            if self._closed and threading.current_thread() is self._thread:
+                self._after.append(later)
+                return True
+        return self.put(later)  # type: ignore[arg-type]
 
-    def after_commit(self, write: Write, on_error: ErrorCallback | None = None) -> None:
+    def after_commit(self, write: Write, on_error: ErrorCallback | None = None,
+                     on_commit: Callable[[], None] | None = None) -> None:
         """Inside a write (on the writer's thread): run `write` in a transaction of its own
         right after the one being written commits, before the flushes taken with it are set;
         also when the writer is closing."""
-        self._after.append(_Later(write, on_error))
+        with self._lock:
+            self._after.append(_Later(write, on_error, on_commit))
 
     @property
     def closed(self) -> bool:
@@ -160,28 +171,38 @@ class Writer:
             events = [i for i in items if isinstance(i, dict)]
             if writes or events:
                 self._commit(writes, events)
-            while self._after:  # what the writes asked for; it may ask for more
-                after, self._after = self._after, []
-                for later in after:
-                    self._alone(later)
+            self._run_after()
             for item in items:
                 if isinstance(item, _Later):
                     self._alone(item)
+                    self._run_after()
             for item in items:
                 if isinstance(item, threading.Event):
                     item.set()
             if any(item is _STOP for item in items):
                 return
 
+    def _run_after(self) -> None:
+        """What the writes just committed asked for (after_commit); it may ask for more."""
+        with self._lock:
+            after, self._after = self._after, []
+        while after:
+            for later in after:
+                self._alone(later)
+            with self._lock:
+                after, self._after = self._after, []
+
     def _alone(self, later: _Later) -> None:
         error = self._attempt([later.write], [])
-        if error is None:
-            return
-        if later.on_error is None:
+        if error is not None and later.on_error is None:
             self._report(error, keep=True)
             return
         try:
-            later.on_error(error)
+            if error is None:
+                if later.on_commit is not None:
+                    later.on_commit()
+            else:
+                later.on_error(error)  # type: ignore[misc]
         except Exception:  # a callback's bug must not stop the writer
             pass
 

@@ -23,14 +23,16 @@ HitRole = Qt.ItemDataRole.UserRole + 1  # the SearchHit itself
 Index = QModelIndex | QPersistentModelIndex
 
 
-def _search(store: Store, query: str, limit: int, offset: int) -> tuple[list[SearchHit], int]:
-    """Off the GUI thread: a page of hits, and how many finished trials search cannot find yet;
-    while there are some (a run killed between a save and its indexing, an older store), they
-    are indexed in the writer's spare time."""
+def _search(store: Store, query: str, limit: int, offset: int) -> tuple[list[SearchHit], int, str | None]:
+    """Off the GUI thread: a page of hits, how many finished trials search cannot find yet and
+    why the index cannot take them, if it cannot; while there are some (a run killed between
+    a save and its indexing, an older store), they are indexed in the writer's spare time."""
     hits, pending = store.search(query, limit=limit, offset=offset), store.search_pending()
-    if pending:
-        store.start_indexing()
-    return hits, pending
+    if not pending:
+        return hits, 0, None
+    store.start_indexing()
+    error = store.index_error
+    return hits, pending, None if error is None else str(error)
 
 
 class SearchHits(QAbstractListModel):
@@ -48,6 +50,7 @@ class SearchHits(QAbstractListModel):
         self.more = False
         self.busy = False
         self.unindexed = 0  # finished trials search cannot find yet (an older store being indexed)
+        self.index_error: str | None = None  # why the index cannot take them (a full disk)
         self._generation = 0
         self._off_gui = OffGuiThread(self)
 
@@ -78,7 +81,7 @@ class SearchHits(QAbstractListModel):
         self._off_gui.run(lambda: _search(store, query, page + 1, offset),
                           lambda result: self._arrived(generation, result))
 
-    def _arrived(self, generation: int, result: tuple[list[SearchHit], int] | Exception) -> None:
+    def _arrived(self, generation: int, result: tuple[list[SearchHit], int, str | None] | Exception) -> None:
         if generation != self._generation:
             return  # the user typed on: this answers an old query
         self.busy = False
@@ -87,7 +90,7 @@ class SearchHits(QAbstractListModel):
         elif isinstance(result, Exception):
             raise result
         else:
-            result, self.unindexed = result
+            result, self.unindexed, self.index_error = result
             new = result[:self.page]
             if new:
                 self.beginInsertRows(QModelIndex(), len(self.hits), len(self.hits) + len(new) - 1)

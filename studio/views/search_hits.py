@@ -229,8 +229,11 @@ class SearchHitsView(QWidget):
         m = self.model
         if m.error is not None:
             return m.error
-        partial = (f" · {plural(m.unindexed, 'trial')} not searchable yet (being indexed)"
-                   if m.unindexed else "")
+        partial = ""
+        if m.unindexed:
+            partial = (f" · {plural(m.unindexed, 'trial')} not searchable: {m.index_error}"
+                       if m.index_error else
+                       f" · {plural(m.unindexed, 'trial')} not searchable yet (being indexed)")
         if not m.hits:
             return (SEARCHING if m.busy else NO_HITS) + partial
         count = plural(len(m.hits), "hit") + (" so far" if m.more else "")

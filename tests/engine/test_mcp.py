@@ -505,3 +505,38 @@ def test_a_batch_ended_by_an_engine_error_is_ended_and_says_why(tmp_path):
     batches._handles["b_2"] = SimpleNamespace(done=False, error=None)
     assert batches.ended("b_1") and batches.error("b_1") == "Docker went away"
     assert not batches.ended("b_2") and batches.error("b_2") is None
+
+
+def read_only_store(path: Path, monkeypatch) -> Store:
+    """The store at `path` opened read-only, as a full disk or a file mode would leave its
+    index unwritable (root ignores file modes, so SQLite's own read-only mode stands in)."""
+    import engine.store.store as store_module
+
+    create = store_module.create_engine
+    monkeypatch.setattr(store_module, "create_engine",
+                        lambda url, **kw: create(f"sqlite:///file:{path}?mode=ro&uri=true", **kw))
+    return Store(path)
+
+
+def test_search_says_why_trials_cannot_be_indexed_instead_of_search_again(tmp_path, monkeypatch):
+    """A review found every search of such a store said "being indexed now, search again
+    shortly", forever: the failure of the index's step never reached the client."""
+    from engine.mcp.server import ProctorServer
+    from tests.engine.test_search import unindexed_store
+
+    path, done, word = unindexed_store(tmp_path, trials=60)
+    with Store(path):
+        pass  # migrated: the index is there and empty
+    store = read_only_store(path, monkeypatch)
+    server = ProctorServer(tmp_path, store)
+    try:
+        replies = [server.search(word)]  # starts the indexing, which fails
+        deadline = time.monotonic() + 10
+        while store.index_error is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        replies += [server.search(word), server.search(word)]
+    finally:
+        server.close()
+        store.close()
+    assert all(r.unindexed == done and not r.hits for r in replies)
+    assert "read-only" in replies[-1].cut and "search again" not in replies[-1].cut, replies[-1].cut

@@ -399,6 +399,102 @@ def test_a_full_disk_in_a_step_loses_none_of_its_trials(store, monkeypatch):
     assert {t for t in ("t_1", "t_2", "t_3", "t_4") if store.search(f"w{t[-1]}x")} == {"t_1", "t_2", "t_3", "t_4"}
 
 
+def is_index_step(write) -> bool:
+    """A write the search indexer queued (whatever the method is called)."""
+    return type(getattr(write, "__self__", None)).__name__ == "Indexer"
+
+
+def test_a_step_whose_commit_fails_puts_its_trials_back(store, monkeypatch):
+    """A full disk shows at COMMIT more often than in the step's inserts (the WAL's pages are
+    written then): the step's trials must still go again, and be found once each."""
+    from engine.store.writer import Writer
+
+    transaction, failed = Writer._transaction, []
+
+    def full_at_commit(self, writes, events):
+        if not failed and len(writes) == 1 and is_index_step(writes[0]):
+            failed.append(True)
+            with self._engine.begin() as conn:
+                writes[0](conn)  # the step's body runs to its end
+                raise sqlite3.OperationalError("database or disk is full")  # as COMMIT says
+        return transaction(self, writes, events)
+
+    monkeypatch.setattr(Writer, "_transaction", full_at_commit)
+    store.save_trial(record("t_1", word="wombat")).result()
+    store.flush()
+    assert failed and "full" in str(store.index_error) and store.search_pending() == 1
+    store.save_trial(record("t_2", word="numbat")).result()  # space is back: the next save
+    assert [h.trial_id for h in store.search("in:reason wombat")] == ["t_1"]
+    assert store.index_error is None and store.search_pending() == 0
+
+
+def test_searches_during_a_catch_up_never_shorten_its_pauses(tmp_path, monkeypatch):
+    """Every search asks the indexer to catch up; asking again must not start a second chain
+    of steps, which would take the write lock back to back (no pause for another process)."""
+    import threading
+    import time
+
+    from engine.store.indexer import PAUSE_S
+    from engine.store.writer import Writer
+
+    path, done, word = unindexed_store(tmp_path, trials=300)
+    slowed(monkeypatch, 0.01)
+    steps: list[tuple[float, float]] = []
+    attempt = Writer._attempt
+
+    def timed(self, writes, events):
+        began = time.monotonic()
+        try:
+            return attempt(self, writes, events)
+        finally:
+            if len(writes) == 1 and is_index_step(writes[0]):
+                steps.append((began, time.monotonic()))
+
+    monkeypatch.setattr(Writer, "_attempt", timed)
+    with Store(path) as s:
+        s.start_indexing()
+        stop = threading.Event()
+
+        def searching() -> None:  # the studio's box, a keystroke every 10 ms
+            while not stop.is_set():
+                s.start_indexing()
+                time.sleep(0.01)
+
+        asker = threading.Thread(target=searching)
+        asker.start()
+        try:
+            s.index_for_search()
+            caught_up = time.monotonic()
+            time.sleep(0.5)  # searches after the catch-up: at most a read of the store
+        finally:
+            stop.set()
+            asker.join()
+    assert s.search_pending() == 0
+    assert len([step for step in steps if step[0] > caught_up]) <= 1
+    steps = [step for step in steps if step[0] < caught_up]
+    assert len(steps) > 5
+    gaps = [began - ended for (_, ended), (began, _) in zip(steps, steps[1:])]
+    assert min(gaps) > PAUSE_S * 0.8, gaps
+
+
+def test_saves_taken_with_close_are_indexed_before_it_returns(tmp_path, monkeypatch):
+    """A run's last saves, or a big import, queued as the store closes: the indexing a save
+    starts goes on to its end, past the first step, before the writer stops."""
+    import threading
+
+    slowed(monkeypatch, 0.1)  # 8 trials take about 3 steps
+    s = Store(tmp_path / "s.db")
+    release = hold_writer(s)
+    for i in range(8):
+        s.save_trial(record(f"t_{i}", word="bilby"))
+    closer = threading.Thread(target=s.close)
+    closer.start()
+    release.set()
+    closer.join(30)
+    with Store(tmp_path / "s.db") as again:
+        assert again.search_pending() == 0
+
+
 def test_hits_stay_newest_first_when_an_older_store_is_caught_up_after_a_run(tmp_path):
     """Upgrade, `proctor run` (a new trial), then `proctor search` (the older ones indexed
     last): the new trial is still listed first, and the older ones newest first."""
@@ -441,7 +537,6 @@ def test_catching_up_lets_another_process_write_between_steps(tmp_path, monkeypa
     import subprocess
     import sys
     import textwrap
-    import time
 
     path, done, word = unindexed_store(tmp_path, trials=300)
     slowed(monkeypatch, 0.02)

@@ -178,3 +178,30 @@ def test_a_store_being_indexed_says_how_many_trials_search_cannot_find_yet(qtbot
         model.search(word)
         qtbot.waitUntil(lambda: not model.busy and bool(model.hits), timeout=5000)
         assert "not searchable" not in panel.status.text()
+
+
+def test_a_store_whose_index_cannot_be_written_says_why(qtbot, tmp_path, monkeypatch):
+    """Not "being indexed" forever: once the index's step has failed, the panel says why."""
+    from engine.store import Store
+    from studio.models.search_hits import SearchHits
+    from studio.views.search_hits import SearchHitsView
+    from tests.engine.test_mcp import read_only_store
+    from tests.engine.test_search import unindexed_store
+
+    path, done, word = unindexed_store(tmp_path, trials=60)
+    with Store(path):
+        pass  # migrated: the index is there and empty
+    store = read_only_store(path, monkeypatch)
+    try:
+        model = SearchHits(store)
+        panel = SearchHitsView(model)
+        qtbot.addWidget(panel)
+        model.search(word)
+        qtbot.waitUntil(lambda: store.index_error is not None, timeout=10000)
+        model.search("")
+        model.search(word)
+        qtbot.waitUntil(lambda: not model.busy, timeout=5000)
+        assert f"{done:,} trials not searchable: the store" in panel.status.text()
+        assert "read-only" in panel.status.text()
+    finally:
+        store.close()
