@@ -133,6 +133,8 @@ def test_a_listener_can_leave_and_one_added_after_the_end_is_told_so(suite, star
 
 
 RUN_AND_WAIT = """
+import faulthandler
+import signal
 import sys
 from pathlib import Path
 
@@ -144,6 +146,7 @@ from engine.spec import load_cases
 from engine.store import Store
 
 path, db = Path(sys.argv[1]), Path(sys.argv[2])
+faulthandler.register(signal.SIGUSR1)  # the test asks where it hangs, if it does
 config = load_config(find_config(path))
 plan = BatchPlan(cases=load_cases([path]), variants=config.variants, config=config, trigger="api")
 store = Store(db)
@@ -188,7 +191,14 @@ def test_ctrl_c_in_a_scripts_run_stops_the_batch_and_closes_it(suite, tmp_path, 
         batch_id = lines[0].split()[1]
         time.sleep(0.5)  # the agent sleeps in its turn
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0, process.stderr.read()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # say where it hangs: every thread's stack
+            process.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            process.kill()
+            pytest.fail("still running 30 s after Ctrl-C:\n" + "".join(lines) + process.stderr.read())
+        assert process.returncode == 0, process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()
