@@ -362,7 +362,7 @@ def _run_batch(engine: Engine, plan: BatchPlan, args: argparse.Namespace, stop: 
 class _StopSignals:
     """SIGTERM and SIGHUP (`timeout`, a CI cancel, a shutdown, a closed terminal) do what
     Ctrl-C does: they raise KeyboardInterrupt in the main thread or, while the batch runs
-    (`held`), are noted for the wait to cancel it."""
+    (`held`), are noted for the wait to cancel it. A signal ignored at start is left so."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -387,7 +387,11 @@ class _StopSignals:
 
     def __enter__(self) -> _StopSignals:
         if threading.current_thread() is threading.main_thread():  # signal() works only there
-            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+            # One ignored when proctor started stays ignored: `nohup` ignores SIGHUP so that a
+            # closed terminal leaves the run going, and a script's background job (`&`) ignores
+            # SIGINT so that Ctrl-C stops only the script's foreground.
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS
+                              if signal.getsignal(s) is not signal.SIG_IGN}
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import textwrap
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -82,6 +83,13 @@ def suite_toml(variants: dict[str, str], concurrency: int = 2, timeout: str = "2
 
 
 DEFAULT_TOML = suite_toml({"scripted": "sh .agent/run.sh"})
+
+
+def as_from_a_terminal() -> None:
+    """Popen's preexec_fn for a child a test sends Ctrl-C: SIGINT's default action, as a
+    terminal starts a command. A test run started as a script's background job (`pytest &`)
+    ignores SIGINT, a child inherits that, and proctor leaves an ignored signal ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class JsonHandler(BaseHTTPRequestHandler):

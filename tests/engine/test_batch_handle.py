@@ -14,7 +14,7 @@ import pytest
 
 from engine.events import BatchFinished, BatchStarted, PhaseStarted, TrialFinished
 from engine.sandbox.client import DockerUnavailable
-from tests.conftest import DEFAULT_TOML
+from tests.conftest import DEFAULT_TOML, as_from_a_terminal
 
 AGENT = """from engine import evaluation
 
@@ -177,12 +177,9 @@ def test_ctrl_c_in_a_scripts_run_stops_the_batch_and_closes_it(suite, tmp_path, 
 
     path = suite(AGENT.format(trials=3, agent="sleep 60"), toml=ONE_AT_A_TIME)
     db = tmp_path / "script.db"
-    # As a terminal starts it: Ctrl-C's default action. A test run started in the background
-    # of a script (`pytest &`) ignores SIGINT, and a child inherits that, so Python would
-    # never raise KeyboardInterrupt in the script.
     process = subprocess.Popen([sys.executable, "-c", RUN_AND_WAIT, str(path), str(db)], text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=as_from_a_terminal)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
     batch_id = None

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import as_from_a_terminal
+
 BASE_IMAGE = "proctor-test-base:bookworm"
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo"
@@ -637,10 +639,19 @@ def slow_suite(folder: Path, trials: int, agent: str) -> Path:
     return path
 
 
-def start_run(path: Path, store: Path, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+def start_run(path: Path, store: Path, *args: str,
+              ignoring: tuple[signal.Signals, ...] = ()) -> tuple[subprocess.Popen[str], list[str]]:
+    """`proctor run -v` started as from a terminal, but for the signals it starts `ignoring`
+    (`nohup` ignores SIGHUP)."""
+    def start() -> None:
+        as_from_a_terminal()
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
     process = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(path), "-v", *args, "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=store.parent)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=store.parent,
+        preexec_fn=start)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
     return process, lines

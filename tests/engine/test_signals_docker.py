@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.test_cli import BASE_IMAGE, cli_env, interrupt, proctor, start_run, write_suite
+from tests.conftest import as_from_a_terminal
+from tests.engine.test_cli import (BASE_IMAGE, cli_env, finish, interrupt, proctor, start_run,
+                                   wait_for_line, write_suite)
 
 pytestmark = pytest.mark.slow
 
@@ -80,6 +82,27 @@ def test_a_signal_stops_the_batch_like_ctrl_c(tmp_path, docker_client, signum):
     assert gateway_folders() <= folders_before, "the stopped batch left gateway folders behind"
 
 
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path, docker_client):
+    """`nohup proctor run … &`: SIGHUP is ignored from the start, so closing the terminal
+    leaves the batch running to its end, as nohup promises."""
+    path = write_suite(tmp_path / "suite", SLEEPER.replace("trials=3", "trials=2"),
+                       toml=SLEEPER_TOML.replace("sleep 60", "sleep 4"))
+    store = tmp_path / "proctor.db"
+    process, lines = start_run(path, store, ignoring=(signal.SIGHUP,))
+    try:
+        wait_for_line(process, lines, " harness ")
+        process.send_signal(signal.SIGHUP)  # the terminal closed
+        code, stderr = finish(process, within=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0, ("".join(lines), stderr)
+    (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
+    assert batch["status"] != "interrupted"
+    assert [t["outcome"] for t in batch["runs"][0]["trials"]] == ["pass", "pass"]
+
+
 # `proctor run`, its planning slowed and a real signal sent from inside it: a big batch
 # writes one row per trial before it starts, and a Ctrl-C may come meanwhile.
 SIGNAL_WHILE_PLANNING = """
@@ -110,7 +133,8 @@ def test_a_signal_while_the_batch_is_planned_skips_every_trial(tmp_path, docker_
     store = tmp_path / "proctor.db"
     done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_PLANNING, signum.name,
                            "run", str(path), "--store", str(store)],
-                          capture_output=True, text=True, timeout=120, env=cli_env(), cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, env=cli_env(), cwd=tmp_path,
+                          preexec_fn=as_from_a_terminal)
     assert done.returncode == 130, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and "interrupted" in done.stderr, done.stderr
     (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
