@@ -85,11 +85,13 @@ def suite_toml(variants: dict[str, str], concurrency: int = 2, timeout: str = "2
 DEFAULT_TOML = suite_toml({"scripted": "sh .agent/run.sh"})
 
 
-def as_from_a_terminal() -> None:
-    """Popen's preexec_fn for a child a test sends Ctrl-C: SIGINT's default action, as a
-    terminal starts a command. A test run started as a script's background job (`pytest &`)
-    ignores SIGINT, a child inherits that, and proctor leaves an ignored signal ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def pytest_configure(config):
+    # Tests send Ctrl-C to the processes they start, as a terminal would. A run started as a
+    # script's background job (`pytest … &`) ignores SIGINT, every child would inherit that,
+    # and proctor (like Python) leaves an ignored signal ignored. A handler, unlike SIG_IGN,
+    # is reset to the default in a child, so the children start as from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class JsonHandler(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ import pytest
 
 from engine.events import BatchFinished, BatchStarted, PhaseStarted, TrialFinished
 from engine.sandbox.client import DockerUnavailable
-from tests.conftest import DEFAULT_TOML, as_from_a_terminal
+from tests.conftest import DEFAULT_TOML
 
 AGENT = """from engine import evaluation
 
@@ -178,8 +178,7 @@ def test_ctrl_c_in_a_scripts_run_stops_the_batch_and_closes_it(suite, tmp_path, 
     path = suite(AGENT.format(trials=3, agent="sleep 60"), toml=ONE_AT_A_TIME)
     db = tmp_path / "script.db"
     process = subprocess.Popen([sys.executable, "-c", RUN_AND_WAIT, str(path), str(db)], text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                               preexec_fn=as_from_a_terminal)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
     batch_id = None

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import as_from_a_terminal
-
 BASE_IMAGE = "proctor-test-base:bookworm"
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo"
@@ -641,17 +639,16 @@ def slow_suite(folder: Path, trials: int, agent: str) -> Path:
 
 def start_run(path: Path, store: Path, *args: str,
               ignoring: tuple[signal.Signals, ...] = ()) -> tuple[subprocess.Popen[str], list[str]]:
-    """`proctor run -v` started as from a terminal, but for the signals it starts `ignoring`
-    (`nohup` ignores SIGHUP)."""
-    def start() -> None:
-        as_from_a_terminal()
+    """`proctor run -v` started in the background, the signals in `ignoring` ignored from its
+    start (`nohup` ignores SIGHUP)."""
+    def ignore() -> None:
         for signum in ignoring:
             signal.signal(signum, signal.SIG_IGN)
 
     process = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(path), "-v", *args, "--store", str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=store.parent,
-        preexec_fn=start)
+        preexec_fn=ignore if ignoring else None)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True).start()
     return process, lines

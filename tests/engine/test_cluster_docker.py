@@ -27,7 +27,7 @@ from engine.config import ClusterConfig, find_config, load_config
 from engine.events import TrialStarted
 from engine.sandbox.cleanup import sweep
 from engine.spec import load_cases
-from tests.conftest import BASE_IMAGE, as_from_a_terminal
+from tests.conftest import BASE_IMAGE
 from tests.engine.test_egress_docker import AGENT, REAL_KEY, upstream, upstream_toml  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -197,8 +197,7 @@ def sleeps(c):
     db = tmp_path / "driver.db"
     driver = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(path), "--cluster", cluster.address,
                                "--store", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
-                              preexec_fn=as_from_a_terminal)
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     batch = _wait_for_sandboxes(docker_client, db, 2, driver)
     driver.send_signal(stop)
     out, err = driver.communicate(timeout=90)

@@ -19,7 +19,6 @@ from engine.models import Failure, PhaseSpan, TrajectoryItem, TrialRecord
 from engine.replay import IDLE_CAP_S, delays, events_from_record, replay_events
 from engine.store import Store
 from engine.text import iso_ms
-from tests.conftest import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = "from pathlib import Path\nfrom engine import evaluation, git\n"
@@ -172,7 +171,7 @@ def test_delays_follow_the_recorded_gaps_divided_by_speed_and_cap_idle_gaps():
 def cli(*args: str, store: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "engine.cli", *args, "--store", str(store)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=as_from_a_terminal)
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_unknown_trial_exits_2_with_one_line(tmp_path):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import as_from_a_terminal
 from tests.engine.test_cli import (BASE_IMAGE, cli_env, finish, interrupt, proctor, start_run,
                                    wait_for_line, write_suite)
 
@@ -133,8 +132,7 @@ def test_a_signal_while_the_batch_is_planned_skips_every_trial(tmp_path, docker_
     store = tmp_path / "proctor.db"
     done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_PLANNING, signum.name,
                            "run", str(path), "--store", str(store)],
-                          capture_output=True, text=True, timeout=120, env=cli_env(), cwd=tmp_path,
-                          preexec_fn=as_from_a_terminal)
+                          capture_output=True, text=True, timeout=120, env=cli_env(), cwd=tmp_path)
     assert done.returncode == 130, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and "interrupted" in done.stderr, done.stderr
     (batch,) = json.loads(proctor("ls", "--json", store=store).stdout)
